@@ -1,0 +1,53 @@
+//! The in-memory form of a (multi-document) machine config.
+
+use serde_json::Value;
+
+/// A machine config: the `v1alpha1` document (if any) first, then the other documents in order.
+///
+/// Every document is a JSON-like tree (`serde_json::Value` with insertion order preserved).
+/// Key order inside a document does not matter here: the encoder re-orders keys the way Talos's
+/// typed structs do, so merges may simply append keys.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct MachineConfig {
+    pub docs: Vec<Value>,
+}
+
+/// The identity Talos matches documents by: (apiVersion, kind, name).
+/// The v1alpha1 document is `("", "v1alpha1", "")`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DocId {
+    pub api_version: String,
+    pub kind: String,
+    pub name: String,
+}
+
+impl DocId {
+    /// Identity of a document, following config.md §4.1/§4.3: a document without `kind`, or with
+    /// any of `machine`, `cluster`, `debug`, `persist` or `version: v1alpha1`, is the v1alpha1 one.
+    pub fn of(doc: &Value) -> DocId {
+        let s = |k: &str| doc.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+        let is_v1alpha1 = doc.get("kind").is_none()
+            || ["machine", "cluster", "debug", "persist"].iter().any(|k| doc.get(*k).is_some())
+            || doc.get("version").and_then(Value::as_str) == Some("v1alpha1");
+        if is_v1alpha1 {
+            DocId { api_version: String::new(), kind: "v1alpha1".into(), name: String::new() }
+        } else {
+            DocId { api_version: s("apiVersion"), kind: s("kind"), name: s("name") }
+        }
+    }
+
+    pub fn is_v1alpha1(&self) -> bool {
+        self.kind == "v1alpha1" && self.api_version.is_empty()
+    }
+}
+
+impl MachineConfig {
+    /// The v1alpha1 document, if present.
+    pub fn v1alpha1(&self) -> Option<&Value> {
+        self.docs.iter().find(|d| DocId::of(d).is_v1alpha1())
+    }
+
+    pub fn v1alpha1_mut(&mut self) -> Option<&mut Value> {
+        self.docs.iter_mut().find(|d| DocId::of(d).is_v1alpha1())
+    }
+}
