@@ -1,0 +1,13 @@
+# The two commands a newcomer needs:
+#   make demo   - start a simulated Talos cluster and run examples/site.yml against it
+#   make test   - every test: Rust unit/golden tests, then ansible-playbook against the installed collection
+.PHONY: demo test lint build
+demo:
+	tools/demo
+test:
+	tools/test
+lint:
+	tools/lint
+build:
+	tools/setup-python
+	collection/build
