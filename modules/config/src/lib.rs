@@ -7,3 +7,6 @@
 pub mod document;
 
 pub use document::MachineConfig;
+pub mod diff;
+pub mod merge;
+pub mod patch;

@@ -1,0 +1,1077 @@
+//! Config patches: parsing with Talos's format detection (config.md §4.1), strategic merge by
+//! document identity with `$patch: delete` (§4.3–4.6), RFC 6902 on single-document configs (§4.7),
+//! and duplicate detection after rendering (§4.8).
+//!
+//! Strategic patches append to lists, so applying one twice duplicates entries. Callers must
+//! render from a pristine base and apply each patch exactly once.
+
+use std::collections::{BTreeMap, HashSet};
+
+use anyhow::{Context, Result, anyhow, bail};
+use serde_json::{Map, Value};
+
+use crate::diff::{doc_label, push_key};
+use crate::document::{DocId, MachineConfig};
+use crate::merge::{kind_name, merge_document};
+
+/// One parsed config patch.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Patch {
+    /// A strategic-merge machine-config stream, one `Value` per YAML document.
+    Strategic(Vec<Value>),
+    /// An RFC 6902 JSON patch (written as JSON or as a YAML list of operations).
+    Json6902(json_patch::Patch),
+}
+
+/// Top-level keys of the v1alpha1 document.
+const V1ALPHA1_KEYS: &[&str] = &["version", "debug", "persist", "machine", "cluster"];
+
+impl Patch {
+    /// Parses patch text, trying a strategic-merge stream first, then a JSON patch written as
+    /// JSON, then one written as YAML.
+    ///
+    /// Empty text (nothing but whitespace, comments or `---`) is an **error** here; use
+    /// [`Patch::parse_optional`] to drop empty patches instead. Talos would turn such text into an
+    /// empty JSON patch that then fails on every multi-document config (issue #13029).
+    pub fn parse(text: &str) -> Result<Patch> {
+        Patch::parse_optional(text)?
+            .ok_or_else(|| anyhow!("config patch is empty: it holds no YAML document"))
+    }
+
+    /// Like [`Patch::parse`], but an empty patch gives `Ok(None)` so the caller can skip it.
+    pub fn parse_optional(text: &str) -> Result<Option<Patch>> {
+        let strategic_err = match parse_strategic(text) {
+            Ok(docs) if docs.is_empty() => return Ok(None),
+            Ok(docs) => return Ok(Some(Patch::Strategic(docs))),
+            Err(e) => e,
+        };
+        let json_err = match serde_json::from_str::<json_patch::Patch>(text) {
+            Ok(p) => return Ok(Some(Patch::Json6902(p))),
+            Err(e) => e,
+        };
+        match raw_yaml(text) {
+            Ok(docs) => {
+                if let [Value::Array(_)] = docs.as_slice()
+                    && let Ok(p) = serde_json::from_value::<json_patch::Patch>(docs[0].clone())
+                {
+                    return Ok(Some(Patch::Json6902(p)));
+                }
+                Err(strategic_err
+                    .context("config patch is neither a strategic merge patch nor a JSON patch"))
+            }
+            Err(_) if text.trim_start().starts_with('[') => Err(anyhow!(
+                "config patch looks like a JSON patch but is not valid JSON: {}",
+                // serde_json errors name line and column, never the input text.
+                json_err
+            )),
+            Err(_) => Err(strategic_err.context("config patch is not valid YAML")),
+        }
+    }
+}
+
+/// YAML with the same scalar typing as [`MachineConfig::parse`], kept raw (lists allowed).
+fn raw_yaml(text: &str) -> Result<Vec<Value>> {
+    let options = serde_saphyr::options! {
+        strict_booleans: true,
+        leading_zero_numbers_as_strings: true,
+        underscored_numbers_as_strings: true,
+        with_snippet: false,
+    };
+    serde_saphyr::from_multiple_with_options::<Value>(text, options)
+        .map(|docs| docs.into_iter().filter(|d| !d.is_null()).collect())
+        .map_err(|e| anyhow!("{e}"))
+}
+
+/// Decodes a strategic patch stream and checks what Talos's strict decoder would reject.
+fn parse_strategic(text: &str) -> Result<Vec<Value>> {
+    let docs = MachineConfig::parse(text)?.docs;
+    let mut seen = HashSet::new();
+    for (i, doc) in docs.iter().enumerate() {
+        let n = i + 1;
+        let map = doc
+            .as_object()
+            .ok_or_else(|| anyhow!("document {n}: expected a mapping"))?;
+        let id = DocId::of(doc);
+        if map.contains_key("apiVersion") && !map.contains_key("kind") {
+            bail!("document {n}: missing kind");
+        }
+        if id.is_v1alpha1() {
+            let unknown: Vec<&str> = map
+                .keys()
+                .map(String::as_str)
+                .filter(|k| !V1ALPHA1_KEYS.contains(k) && *k != "$patch")
+                .collect();
+            if !unknown.is_empty() {
+                bail!(
+                    "document {n}: unknown keys found during decoding of the v1alpha1 document: {}",
+                    unknown.join(", ")
+                );
+            }
+            if let Some(v) = map
+                .get("version")
+                .filter(|v| v.as_str() != Some("v1alpha1"))
+            {
+                bail!("document {n}: unsupported v1alpha1 version {v}");
+            }
+        } else {
+            for key in ["apiVersion", "kind"] {
+                match map.get(key) {
+                    Some(Value::String(s)) if !s.is_empty() => {}
+                    _ => bail!("document {n}: {key} is required and must be a non-empty string"),
+                }
+            }
+        }
+        let is_doc_delete = is_delete_marker(map);
+        if !is_doc_delete && !seen.insert(id.clone()) {
+            bail!(
+                "document {n}: duplicate document {} in one patch is not allowed",
+                describe(&id)
+            );
+        }
+    }
+    Ok(docs)
+}
+
+fn describe(id: &DocId) -> String {
+    if id.is_v1alpha1() {
+        "v1alpha1".into()
+    } else {
+        doc_label(id)
+    }
+}
+
+fn is_delete_marker(map: &Map<String, Value>) -> bool {
+    map.get("$patch").and_then(Value::as_str) == Some("delete")
+}
+
+/// One deletion lifted out of a patch document.
+#[derive(Debug)]
+enum Delete {
+    /// Remove the key at this path (keys only, no list in between).
+    Key(Vec<String>),
+    /// Remove the first item of the list at `path` whose `key` has this string form.
+    Item {
+        path: Vec<String>,
+        key: String,
+        value: String,
+    },
+}
+
+fn display(prefix: &str, path: &[String]) -> String {
+    let mut s = prefix.to_string();
+    for k in path {
+        // List positions are stored as `[i]` segments (only ever used in messages).
+        if k.starts_with('[')
+            && k.ends_with(']')
+            && k[1..k.len() - 1].bytes().all(|b| b.is_ascii_digit())
+        {
+            s.push_str(k);
+        } else {
+            push_key(&mut s, k);
+        }
+    }
+    s
+}
+
+/// Splits a patch document into its merge part and its delete selectors.
+/// Returns (merge part, key/item deletes, whole-document delete?).
+fn split_deletes(doc: &Value, id: &DocId, label: &str) -> Result<(Value, Vec<Delete>, bool)> {
+    let Value::Object(map) = doc else {
+        bail!("{label}: expected a mapping");
+    };
+    let mut deletes = Vec::new();
+    let mut doc_delete = false;
+    if map.contains_key("$patch") {
+        check_marker(map, label)?;
+        if id.is_v1alpha1() {
+            bail!("can't delete the root of the legacy document");
+        }
+        doc_delete = true;
+    }
+    let mut out = Map::new();
+    for (k, v) in map {
+        if k == "$patch" {
+            continue;
+        }
+        if let Some(kept) = strip(v, &mut vec![k.clone()], false, label, &mut deletes)? {
+            out.insert(k.clone(), kept);
+        }
+    }
+    Ok((Value::Object(out), deletes, doc_delete))
+}
+
+fn check_marker(map: &Map<String, Value>, at: &str) -> Result<()> {
+    match map.get("$patch") {
+        Some(Value::String(s)) if s == "delete" => Ok(()),
+        Some(other) => {
+            bail!("{at}: unsupported $patch value {other}, only \"delete\" is supported")
+        }
+        None => Ok(()),
+    }
+}
+
+/// Removes `$patch` markers below `v` (at `path`), recording deletes. `None` drops the value
+/// from the merge part. `in_list` is true below a list item, where deletes are not allowed.
+fn strip(
+    v: &Value,
+    path: &mut Vec<String>,
+    in_list: bool,
+    label: &str,
+    deletes: &mut Vec<Delete>,
+) -> Result<Option<Value>> {
+    match v {
+        Value::Object(map) => {
+            if map.contains_key("$patch") {
+                let at = display(label, path);
+                check_marker(map, &at)?;
+                if in_list {
+                    bail!("cannot delete an inner key in {at}: the path goes through a list");
+                }
+                deletes.push(Delete::Key(path.clone()));
+                return Ok(None);
+            }
+            let mut out = Map::new();
+            for (k, child) in map {
+                path.push(k.clone());
+                let kept = strip(child, path, in_list, label, deletes)?;
+                path.pop();
+                if let Some(kept) = kept {
+                    out.insert(k.clone(), kept);
+                }
+            }
+            // A mapping emptied by lifting out deletes must not re-create the parent key.
+            if out.is_empty() && !map.is_empty() {
+                return Ok(None);
+            }
+            Ok(Some(Value::Object(out)))
+        }
+        Value::Array(items) => {
+            let mut out = Vec::new();
+            let mut removed_any = false;
+            for (i, item) in items.iter().enumerate() {
+                let seg = format!("[{i}]");
+                let Some(map) = item.as_object().filter(|m| m.contains_key("$patch")) else {
+                    path.push(seg);
+                    let kept = strip(item, path, true, label, deletes)?;
+                    path.pop();
+                    out.push(kept.unwrap_or_else(|| item.clone()));
+                    continue;
+                };
+                removed_any = true;
+                let at = format!("{}{seg}", display(label, path));
+                check_marker(map, &at)?;
+                if in_list {
+                    bail!("cannot delete an inner key in {at}: the list is nested in another list");
+                }
+                let (key, value) = map.iter().find(|(k, _)| *k != "$patch").ok_or_else(|| {
+                    anyhow!(
+                        "{at}: a list item with $patch: delete needs a key to select the item by"
+                    )
+                })?;
+                let value = scalar_string(value).ok_or_else(|| {
+                    anyhow!("{at}: the selector key {key:?} of a $patch: delete item must have a scalar value")
+                })?;
+                deletes.push(Delete::Item {
+                    path: path.clone(),
+                    key: key.clone(),
+                    value,
+                });
+            }
+            if out.is_empty() && removed_any {
+                return Ok(None);
+            }
+            Ok(Some(Value::Array(out)))
+        }
+        other => Ok(Some(other.clone())),
+    }
+}
+
+fn scalar_string(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+fn apply_delete(doc: &mut Value, del: &Delete, label: &str) -> Result<()> {
+    let (path, what) = match del {
+        Delete::Key(p) => (p, None),
+        Delete::Item { path, key, value } => (path, Some((key, value))),
+    };
+    let lookup_failed = || {
+        anyhow!(
+            "failed to delete path '{}': lookup failed",
+            display(label, path)
+        )
+    };
+    let (last, parents) = path.split_last().ok_or_else(lookup_failed)?;
+    let mut cur = &mut *doc;
+    for k in parents {
+        cur = cur
+            .get_mut(k.as_str())
+            .filter(|v| v.is_object())
+            .ok_or_else(lookup_failed)?;
+    }
+    let obj = cur.as_object_mut().ok_or_else(lookup_failed)?;
+    match what {
+        None => {
+            obj.shift_remove(last.as_str()).ok_or_else(lookup_failed)?;
+        }
+        Some((key, value)) => {
+            let list = obj
+                .get_mut(last.as_str())
+                .and_then(Value::as_array_mut)
+                .ok_or_else(lookup_failed)?;
+            let pos = list
+                .iter()
+                .position(|item| {
+                    item.get(key.as_str()).and_then(scalar_string).as_deref()
+                        == Some(value.as_str())
+                })
+                .ok_or_else(|| {
+                    anyhow!(
+                        "failed to delete item with {key}={value:?} from '{}': lookup failed",
+                        display(label, path)
+                    )
+                })?;
+            list.remove(pos);
+        }
+    }
+    Ok(())
+}
+
+/// True when a merge part carries nothing beyond the document header.
+fn has_content(part: &Value, id: &DocId) -> bool {
+    let header: &[&str] = if id.is_v1alpha1() {
+        &["version"]
+    } else {
+        &["apiVersion", "kind", "name"]
+    };
+    part.as_object()
+        .is_some_and(|m| m.keys().any(|k| !header.contains(&k.as_str())))
+}
+
+impl MachineConfig {
+    /// Applies one patch in place. On error the config is left unchanged.
+    pub fn apply_patch(&mut self, patch: &Patch) -> Result<()> {
+        let mut work = self.clone();
+        match patch {
+            Patch::Strategic(docs) => work.apply_strategic(docs)?,
+            Patch::Json6902(p) => work.apply_json6902(p)?,
+        }
+        *self = work;
+        Ok(())
+    }
+
+    /// Applies patches in order, each exactly once. Errors name the failing patch (1-based).
+    pub fn apply_patches(&mut self, patches: &[Patch]) -> Result<()> {
+        let mut work = self.clone();
+        for (i, p) in patches.iter().enumerate() {
+            work.apply_patch(p)
+                .with_context(|| format!("config patch {}", i + 1))?;
+        }
+        *self = work;
+        Ok(())
+    }
+
+    fn apply_strategic(&mut self, patch_docs: &[Value]) -> Result<()> {
+        let mut split = Vec::new();
+        for pdoc in patch_docs {
+            let id = DocId::of(pdoc);
+            let label = doc_label(&id);
+            let (part, deletes, doc_delete) = split_deletes(pdoc, &id, &label)?;
+            split.push((id, label, part, deletes, doc_delete));
+        }
+        // v1alpha1 deletes run before any merge (config.md §4.5).
+        for (id, label, _, deletes, _) in split.iter().filter(|s| s.0.is_v1alpha1()) {
+            self.run_deletes(id, label, deletes)?;
+        }
+        for (id, label, part, deletes, doc_delete) in &split {
+            if !id.is_v1alpha1() {
+                if *doc_delete {
+                    let pos = self
+                        .docs
+                        .iter()
+                        .position(|d| DocId::of(d) == *id)
+                        .ok_or_else(|| {
+                            // Talos 1.13 would carry the selector into the config as a stray
+                            // document; 1.14 skips it. An error is the honest middle ground.
+                            anyhow!(
+                                "cannot delete document {label}: no such document in the config"
+                            )
+                        })?;
+                    self.docs.remove(pos);
+                }
+                self.run_deletes(id, label, deletes)?;
+            }
+            // A document that only carried deletes must not be merged or re-added.
+            if (*doc_delete || !deletes.is_empty()) && !has_content(part, id) {
+                continue;
+            }
+            match self.docs.iter_mut().find(|d| DocId::of(d) == *id) {
+                Some(target) => {
+                    let kind = if id.is_v1alpha1() {
+                        ""
+                    } else {
+                        id.kind.as_str()
+                    };
+                    merge_document(target, part, kind, label)?;
+                }
+                None if id.is_v1alpha1() => self.docs.insert(0, part.clone()),
+                None => self.docs.push(part.clone()),
+            }
+        }
+        // Keep the v1alpha1 document first even if the input had it elsewhere.
+        if let Some(pos) = self.docs.iter().position(|d| DocId::of(d).is_v1alpha1())
+            && pos > 0
+        {
+            let doc = self.docs.remove(pos);
+            self.docs.insert(0, doc);
+        }
+        Ok(())
+    }
+
+    fn run_deletes(&mut self, id: &DocId, label: &str, deletes: &[Delete]) -> Result<()> {
+        if deletes.is_empty() {
+            return Ok(());
+        }
+        let target = self
+            .docs
+            .iter_mut()
+            .find(|d| DocId::of(d) == *id)
+            .ok_or_else(|| {
+                anyhow!(
+                    "failed to delete in {}: lookup failed, no such document",
+                    describe(id)
+                )
+            })?;
+        for d in deletes {
+            apply_delete(target, d, label)?;
+        }
+        Ok(())
+    }
+
+    fn apply_json6902(&mut self, patch: &json_patch::Patch) -> Result<()> {
+        match self.docs.len() {
+            0 => bail!("cannot apply a JSON6902 patch to an empty machine configuration"),
+            1 => {}
+            _ => bail!(
+                "JSON6902 patches are not supported for multi-document machine configuration; \
+                 hint: use a strategic merge patch instead, with `$patch: delete` for removals"
+            ),
+        }
+        json_patch::patch(&mut self.docs[0], patch)
+            .map_err(|e| anyhow!("JSON patch failed: {e}"))?;
+        if !self.docs[0].is_object() {
+            bail!(
+                "JSON patch left {} at the document root, expected a mapping",
+                kind_name(&self.docs[0])
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Warnings about duplicated list entries after rendering (config.md §4.8 point 3): the typical
+/// result of applying the same patch twice. Values shown are public (devices, SANs, names,
+/// addresses); nothing secret is listed in the checked fields.
+pub fn duplicate_warnings(cfg: &MachineConfig) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(v1) = cfg.v1alpha1() {
+        let strings = |p: &str| -> Vec<String> {
+            v1.pointer(p)
+                .and_then(Value::as_array)
+                .map(|l| l.iter().filter_map(scalar_string).collect())
+                .unwrap_or_default()
+        };
+        let field_of = |p: &str, key: &str| -> Vec<String> {
+            v1.pointer(p)
+                .and_then(Value::as_array)
+                .map(|l| {
+                    l.iter()
+                        .filter_map(|i| i.get(key).and_then(scalar_string))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        report_dupes(
+            &mut out,
+            "machine.disks (by device)",
+            field_of("/machine/disks", "device"),
+        );
+        let mountpoints: Vec<String> = v1
+            .pointer("/machine/disks")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .flat_map(|d| {
+                d.get("partitions")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+            })
+            .filter_map(|p| p.get("mountpoint").and_then(scalar_string))
+            .collect();
+        report_dupes(
+            &mut out,
+            "machine.disks partitions (by mountpoint)",
+            mountpoints,
+        );
+        report_dupes(&mut out, "machine.certSANs", strings("/machine/certSANs"));
+        report_dupes(
+            &mut out,
+            "cluster.apiServer.certSANs",
+            strings("/cluster/apiServer/certSANs"),
+        );
+        report_dupes(
+            &mut out,
+            "cluster.extraManifests",
+            strings("/cluster/extraManifests"),
+        );
+        report_dupes(
+            &mut out,
+            "cluster.inlineManifests (by name)",
+            field_of("/cluster/inlineManifests", "name"),
+        );
+        report_dupes(
+            &mut out,
+            "cluster.apiServer.admissionControl (by name)",
+            field_of("/cluster/apiServer/admissionControl", "name"),
+        );
+        let admission = v1
+            .pointer("/cluster/apiServer/admissionControl")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        for (i, ac) in admission.iter().enumerate() {
+            for list in ["namespaces", "runtimeClasses", "usernames"] {
+                let items = ac
+                    .pointer(&format!("/configuration/exemptions/{list}"))
+                    .and_then(Value::as_array)
+                    .map(|l| l.iter().filter_map(scalar_string).collect())
+                    .unwrap_or_default();
+                report_dupes(
+                    &mut out,
+                    &format!(
+                        "cluster.apiServer.admissionControl[{i}].configuration.exemptions.{list}"
+                    ),
+                    items,
+                );
+            }
+        }
+        let interfaces = v1
+            .pointer("/machine/network/interfaces")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        report_dupes(
+            &mut out,
+            "machine.network.interfaces (by interface)",
+            interfaces
+                .iter()
+                .filter_map(|i| i.get("interface").and_then(scalar_string))
+                .collect(),
+        );
+        for (i, iface) in interfaces.iter().enumerate() {
+            check_addressing(&mut out, &format!("machine.network.interfaces[{i}]"), iface);
+            for (j, vlan) in iface
+                .get("vlans")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .enumerate()
+            {
+                check_addressing(
+                    &mut out,
+                    &format!("machine.network.interfaces[{i}].vlans[{j}]"),
+                    vlan,
+                );
+            }
+        }
+    }
+    out
+}
+
+fn check_addressing(out: &mut Vec<String>, at: &str, item: &Value) {
+    let addrs = item
+        .get("addresses")
+        .and_then(Value::as_array)
+        .map(|l| l.iter().filter_map(scalar_string).collect())
+        .unwrap_or_default();
+    report_dupes(out, &format!("{at}.addresses"), addrs);
+    let routes = item
+        .get("routes")
+        .and_then(Value::as_array)
+        .map(|l| l.iter().map(|r| r.to_string()).collect())
+        .unwrap_or_default();
+    report_dupes(out, &format!("{at}.routes"), routes);
+}
+
+fn report_dupes(out: &mut Vec<String>, what: &str, items: Vec<String>) {
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    let mut order = Vec::new();
+    for i in items {
+        let c = counts.entry(i.clone()).or_insert(0);
+        *c += 1;
+        if *c == 2 {
+            order.push(i);
+        }
+    }
+    for i in order {
+        out.push(format!(
+            "{what}: {i} appears {} times (was a patch applied twice?)",
+            counts[&i]
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const BASE: &str = "version: v1alpha1
+debug: false
+persist: true
+machine:
+    type: controlplane
+    token: abc.def
+    certSANs: []
+    kubelet:
+        image: ghcr.io/siderolabs/kubelet:v1.36.2
+        disableManifestsDirectory: true
+    install:
+        disk: /dev/sda
+        image: ghcr.io/siderolabs/installer:v1.13.6
+        wipe: false
+        grubUseUKICmdline: true
+    nodeLabels:
+        node.kubernetes.io/exclude-from-external-load-balancers: \"\"
+cluster:
+    controlPlane:
+        endpoint: https://base:6443
+    network:
+        dnsDomain: cluster.local
+        podSubnets:
+            - 10.244.0.0/16
+        serviceSubnets:
+            - 10.96.0.0/12
+    apiServer:
+        extraArgs:
+            feature-gates: A=true
+            audit-log-maxage: \"30\"
+---
+apiVersion: v1alpha1
+kind: HostnameConfig
+auto: stable
+";
+
+    fn base() -> MachineConfig {
+        MachineConfig::parse(BASE).unwrap()
+    }
+
+    fn single() -> MachineConfig {
+        let mut c = base();
+        c.docs.truncate(1);
+        c
+    }
+
+    fn apply(cfg: &mut MachineConfig, text: &str) -> Result<()> {
+        cfg.apply_patch(&Patch::parse(text)?)
+    }
+
+    const DISKS: &str = "machine:\n  disks:\n    - device: /dev/sdb\n      partitions:\n        - mountpoint: /var/mnt/data\n";
+
+    #[test]
+    fn detects_strategic_json_and_yaml_op_lists() {
+        assert!(matches!(Patch::parse(DISKS).unwrap(), Patch::Strategic(d) if d.len() == 1));
+        let j = Patch::parse(r#"[{"op": "add", "path": "/machine/certSANs/-", "value": "x"}]"#)
+            .unwrap();
+        assert!(matches!(j, Patch::Json6902(p) if p.0.len() == 1));
+        let y = Patch::parse("- op: remove\n  path: /cluster/apiServer\n").unwrap();
+        assert!(matches!(y, Patch::Json6902(p) if p.0.len() == 1));
+    }
+
+    #[test]
+    fn empty_patch_is_error_or_none() {
+        for t in ["", "  \n", "# only a comment\n", "---\n"] {
+            assert!(Patch::parse_optional(t).unwrap().is_none(), "{t:?}");
+            let e = Patch::parse(t).unwrap_err().to_string();
+            assert!(e.contains("empty"), "{e}");
+        }
+    }
+
+    #[test]
+    fn parse_errors_follow_talos_reporting() {
+        // Broken JSON that starts with `[`: the JSON error is reported.
+        let e = format!("{:#}", Patch::parse("[{\"op\": \"add\",").unwrap_err());
+        assert!(e.contains("JSON"), "{e}");
+        // A list that is not a list of ops: the strategic error is reported.
+        let e = format!("{:#}", Patch::parse("- a\n- b\n").unwrap_err());
+        assert!(e.contains("strategic") || e.contains("mapping"), "{e}");
+        // Unknown top-level v1alpha1 key.
+        let e = format!(
+            "{:#}",
+            Patch::parse("machin:\n  type: worker\n").unwrap_err()
+        );
+        assert!(e.contains("unknown keys") && e.contains("machin"), "{e}");
+        // Non-v1alpha1 documents need apiVersion and kind.
+        let e = format!(
+            "{:#}",
+            Patch::parse("kind: HostnameConfig\nauto: \"off\"\n").unwrap_err()
+        );
+        assert!(e.contains("apiVersion"), "{e}");
+        let e = format!(
+            "{:#}",
+            Patch::parse("apiVersion: v1alpha1\nauto: \"off\"\n").unwrap_err()
+        );
+        assert!(e.contains("missing kind"), "{e}");
+    }
+
+    #[test]
+    fn duplicate_documents_in_one_patch_fail() {
+        let t = "apiVersion: v1alpha1\nkind: HostnameConfig\nauto: stable\n---\napiVersion: v1alpha1\nkind: HostnameConfig\nauto: \"off\"\n";
+        let e = format!("{:#}", Patch::parse(t).unwrap_err());
+        assert!(e.contains("duplicate document HostnameConfig"), "{e}");
+        let t = "machine:\n  type: worker\n---\ncluster:\n  clusterName: x\n";
+        assert!(format!("{:#}", Patch::parse(t).unwrap_err()).contains("duplicate"));
+    }
+
+    #[test]
+    fn applying_the_same_patch_twice_duplicates_disks() {
+        // Why rendering always starts from a pristine base: the append rule is not idempotent.
+        let mut c = base();
+        apply(&mut c, DISKS).unwrap();
+        assert_eq!(
+            c.v1alpha1().unwrap()["machine"]["disks"]
+                .as_array()
+                .unwrap()
+                .len(),
+            1
+        );
+        assert!(duplicate_warnings(&c).is_empty());
+        apply(&mut c, DISKS).unwrap();
+        let disks = c.v1alpha1().unwrap()["machine"]["disks"]
+            .as_array()
+            .unwrap();
+        assert_eq!(disks.len(), 2);
+        assert_eq!(disks[0], disks[1]);
+        let w = duplicate_warnings(&c);
+        assert!(
+            w.iter()
+                .any(|w| w.contains("machine.disks (by device): /dev/sdb appears 2 times")),
+            "{w:?}"
+        );
+        assert!(w.iter().any(|w| w.contains("/var/mnt/data")), "{w:?}");
+    }
+
+    #[test]
+    fn pod_subnets_are_replaced_and_extra_args_per_key() {
+        let mut c = base();
+        apply(
+            &mut c,
+            "cluster:\n  network:\n    podSubnets: [10.32.0.0/12]\n  apiServer:\n    extraArgs:\n      feature-gates: B=true\n      enable-admission-plugins: X\n",
+        )
+        .unwrap();
+        let v1 = c.v1alpha1().unwrap();
+        assert_eq!(
+            v1["cluster"]["network"]["podSubnets"],
+            json!(["10.32.0.0/12"])
+        );
+        assert_eq!(
+            v1["cluster"]["network"]["serviceSubnets"],
+            json!(["10.96.0.0/12"])
+        );
+        assert_eq!(
+            v1["cluster"]["apiServer"]["extraArgs"],
+            json!({"feature-gates": "B=true", "audit-log-maxage": "30", "enable-admission-plugins": "X"})
+        );
+    }
+
+    #[test]
+    fn interfaces_merge_by_name_across_patches() {
+        let mut c = base();
+        apply(
+            &mut c,
+            "machine:\n  network:\n    interfaces:\n      - interface: eth0\n        dhcp: true\n",
+        )
+        .unwrap();
+        apply(
+            &mut c,
+            "machine:\n  network:\n    interfaces:\n      - interface: eth0\n        dhcp: false\n        addresses: [10.0.0.2/24]\n",
+        )
+        .unwrap();
+        let ifs = &c.v1alpha1().unwrap()["machine"]["network"]["interfaces"];
+        assert_eq!(
+            ifs,
+            &json!([{"interface": "eth0", "dhcp": false, "addresses": ["10.0.0.2/24"]}])
+        );
+    }
+
+    #[test]
+    fn delete_key_map_entry_and_whole_list() {
+        let mut c = base();
+        apply(
+            &mut c,
+            "machine:\n  nodeLabels:\n    node.kubernetes.io/exclude-from-external-load-balancers:\n      $patch: delete\n  certSANs:\n    $patch: delete\n  install:\n    grubUseUKICmdline:\n      $patch: delete\n",
+        )
+        .unwrap();
+        let m = &c.v1alpha1().unwrap()["machine"];
+        assert_eq!(m["nodeLabels"], json!({}));
+        assert!(m.get("certSANs").is_none());
+        assert!(m["install"].get("grubUseUKICmdline").is_none());
+        // The emptied parent mappings did not get re-created or clobbered.
+        assert_eq!(m["install"]["disk"], "/dev/sda");
+    }
+
+    #[test]
+    fn delete_then_readd_in_one_patch() {
+        let mut c = base();
+        apply(
+            &mut c,
+            "cluster:\n  apiServer:\n    extraArgs:\n      $patch: delete\n---\nmachine:\n  type: controlplane\n",
+        )
+        .unwrap_err(); // two v1alpha1 docs in one patch: duplicate
+        apply(
+            &mut c,
+            "cluster:\n  network:\n    serviceSubnets:\n      $patch: delete\n  apiServer:\n    extraArgs:\n      $patch: delete\n",
+        )
+        .unwrap();
+        assert!(
+            c.v1alpha1().unwrap()["cluster"]["apiServer"]
+                .get("extraArgs")
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn delete_list_item_by_first_key() {
+        let mut c = base();
+        apply(
+            &mut c,
+            "machine:\n  network:\n    interfaces:\n      - interface: eth0\n        dhcp: true\n      - interface: eth1\n        dhcp: true\n",
+        )
+        .unwrap();
+        apply(&mut c, "machine:\n  network:\n    interfaces:\n      - interface: eth0\n        $patch: delete\n").unwrap();
+        assert_eq!(
+            c.v1alpha1().unwrap()["machine"]["network"]["interfaces"],
+            json!([{"interface": "eth1", "dhcp": true}])
+        );
+        let e = apply(&mut c, "machine:\n  network:\n    interfaces:\n      - interface: eth9\n        $patch: delete\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("lookup failed") && e.contains("machine.network.interfaces"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn delete_errors() {
+        let mut c = base();
+        let e = apply(
+            &mut c,
+            "machine:\n  network:\n    hostname:\n      $patch: delete\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("machine.network.hostname") && e.contains("lookup failed"),
+            "{e}"
+        );
+        let e = apply(
+            &mut c,
+            "machine:\n  network:\n    interfaces:\n      - interface: eth0\n        vip:\n          $patch: delete\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("cannot delete an inner key in machine.network.interfaces[0].vip"),
+            "{e}"
+        );
+        let e = apply(&mut c, "version: v1alpha1\n$patch: delete\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("can't delete the root of the legacy document"),
+            "{e}"
+        );
+        let e = apply(&mut c, "machine:\n  install:\n    $patch: replace\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unsupported $patch value"), "{e}");
+        // Failed patches leave the config untouched.
+        assert_eq!(c, base());
+    }
+
+    #[test]
+    fn delete_and_replace_whole_documents() {
+        let mut c = base();
+        apply(
+            &mut c,
+            "apiVersion: v1alpha1\nkind: HostnameConfig\n$patch: delete\n",
+        )
+        .unwrap();
+        assert_eq!(c.docs.len(), 1);
+        let e = apply(
+            &mut c,
+            "apiVersion: v1alpha1\nkind: HostnameConfig\n$patch: delete\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("HostnameConfig") && e.contains("no such document"),
+            "{e}"
+        );
+        // Delete-and-replace in one document.
+        let mut c = base();
+        apply(&mut c, "apiVersion: v1alpha1\nkind: HostnameConfig\n$patch: delete\nhostname: n1\nauto: \"off\"\n").unwrap();
+        assert_eq!(
+            c.docs[1],
+            json!({"apiVersion": "v1alpha1", "kind": "HostnameConfig", "hostname": "n1", "auto": "off"})
+        );
+    }
+
+    #[test]
+    fn multi_document_patch_merges_and_appends_in_order() {
+        let mut c = base();
+        apply(
+            &mut c,
+            "apiVersion: v1alpha1\nkind: Layer2VIPConfig\nname: 192.168.1.100\nlink: eth0\n---\napiVersion: v1alpha1\nkind: HostnameConfig\nauto: \"off\"\nhostname: node-1\n---\nmachine:\n  install:\n    wipe: true\n---\napiVersion: v1alpha1\nkind: UserVolumeConfig\nname: data\n",
+        )
+        .unwrap();
+        let ids: Vec<String> = c.docs.iter().map(|d| DocId::of(d).kind).collect();
+        assert_eq!(
+            ids,
+            [
+                "v1alpha1",
+                "HostnameConfig",
+                "Layer2VIPConfig",
+                "UserVolumeConfig"
+            ]
+        );
+        assert_eq!(c.docs[1]["auto"], "off");
+        assert_eq!(c.docs[1]["hostname"], "node-1");
+        assert_eq!(c.v1alpha1().unwrap()["machine"]["install"]["wipe"], true);
+    }
+
+    #[test]
+    fn v1alpha1_stays_first_when_added_by_patch() {
+        let mut c = MachineConfig {
+            docs: vec![
+                json!({"apiVersion": "v1alpha1", "kind": "HostnameConfig", "auto": "stable"}),
+            ],
+        };
+        apply(&mut c, "machine:\n  type: worker\n").unwrap();
+        assert!(DocId::of(&c.docs[0]).is_v1alpha1());
+    }
+
+    #[test]
+    fn json_patch_on_single_document() {
+        let mut c = single();
+        apply(
+            &mut c,
+            r#"[{"op": "add", "path": "/machine/certSANs/-", "value": "10.0.0.1"},
+                {"op": "replace", "path": "/machine/install/disk", "value": "/dev/vda"},
+                {"op": "remove", "path": "/cluster/apiServer"}]"#,
+        )
+        .unwrap();
+        let v1 = c.v1alpha1().unwrap();
+        assert_eq!(v1["machine"]["certSANs"], json!(["10.0.0.1"]));
+        assert_eq!(v1["machine"]["install"]["disk"], "/dev/vda");
+        assert!(v1["cluster"].get("apiServer").is_none());
+        // Removing a missing path fails and leaves the config as it was.
+        let before = c.clone();
+        assert!(apply(&mut c, "- op: remove\n  path: /cluster/apiServer\n").is_err());
+        assert_eq!(c, before);
+    }
+
+    #[test]
+    fn json_patch_on_multi_document_fails_with_hint() {
+        let mut c = base();
+        let e = apply(
+            &mut c,
+            r#"[{"op": "add", "path": "/debug", "value": true}]"#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains(
+                "JSON6902 patches are not supported for multi-document machine configuration"
+            ),
+            "{e}"
+        );
+        assert!(e.contains("$patch: delete"), "{e}");
+        // Workaround: delete HostnameConfig strategically first, then JSON-patch.
+        apply(
+            &mut c,
+            "apiVersion: v1alpha1\nkind: HostnameConfig\n$patch: delete\n",
+        )
+        .unwrap();
+        apply(
+            &mut c,
+            r#"[{"op": "add", "path": "/debug", "value": true}]"#,
+        )
+        .unwrap();
+        assert_eq!(c.v1alpha1().unwrap()["debug"], true);
+    }
+
+    #[test]
+    fn apply_patches_names_the_failing_patch() {
+        let mut c = base();
+        let patches = vec![
+            Patch::parse(DISKS).unwrap(),
+            Patch::parse("machine:\n  install:\n    disk: [a]\n").unwrap(),
+        ];
+        let e = format!("{:#}", c.apply_patches(&patches).unwrap_err());
+        assert!(
+            e.starts_with("config patch 2") && e.contains("machine.install.disk"),
+            "{e}"
+        );
+        assert_eq!(c, base());
+    }
+
+    #[test]
+    fn stability_patch_lands_extra_mounts() {
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../../shared/talos/fixtures/v1.13.6/stability-patch.yaml"
+        ))
+        .or_else(|_| {
+            std::fs::read_to_string("/work/shared/talos/fixtures/v1.13.6/stability-patch.yaml")
+        })
+        .expect("fixture stability-patch.yaml");
+        let mut c = base();
+        c.apply_patch(&Patch::parse(&text).unwrap()).unwrap();
+        let kubelet = &c.v1alpha1().unwrap()["machine"]["kubelet"];
+        assert_eq!(
+            kubelet["extraMounts"],
+            json!([{"source": "/var/opt", "destination": "/var/opt", "type": "bind", "options": ["rshared"]}])
+        );
+        assert_eq!(kubelet["image"], "ghcr.io/siderolabs/kubelet:v1.36.2");
+    }
+
+    #[test]
+    fn duplicate_warnings_cover_sans_manifests_admission_and_addresses() {
+        let c = MachineConfig {
+            docs: vec![json!({"machine": {
+                "certSANs": ["a", "a"],
+                "network": {"interfaces": [{"interface": "eth0", "addresses": ["10.0.0.2/24", "10.0.0.2/24"],
+                    "routes": [{"network": "0.0.0.0/0", "gateway": "10.0.0.1"}, {"network": "0.0.0.0/0", "gateway": "10.0.0.1"}]}]}},
+                "cluster": {"inlineManifests": [{"name": "m"}, {"name": "m"}],
+                    "apiServer": {"admissionControl": [{"name": "PodSecurity", "configuration": {"exemptions": {"namespaces": ["kube-system", "kube-system"]}}}]}}})],
+        };
+        let w = duplicate_warnings(&c).join("\n");
+        for needle in [
+            "machine.certSANs: a appears 2 times",
+            "machine.network.interfaces[0].addresses: 10.0.0.2/24",
+            "machine.network.interfaces[0].routes",
+            "cluster.inlineManifests (by name): m",
+            "exemptions.namespaces: kube-system",
+        ] {
+            assert!(w.contains(needle), "missing {needle:?} in {w}");
+        }
+    }
+}
