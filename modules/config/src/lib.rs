@@ -10,3 +10,6 @@ pub use document::MachineConfig;
 pub mod diff;
 pub mod merge;
 pub mod patch;
+pub mod live;
+pub mod redact;
+pub mod risk;
