@@ -13,3 +13,4 @@ pub mod patch;
 pub mod live;
 pub mod redact;
 pub mod risk;
+pub mod validate;

@@ -1,0 +1,1037 @@
+//! Client-side validation, a subset of `talosctl validate` (config.md §5.1, §5.2, §6.5).
+//!
+//! Catches the mistakes a playbook is likely to make before a node rejects the config: missing
+//! sections, a bad endpoint, worker/control-plane mix-ups, CNI rules, the extraKernelArgs and
+//! grubUseUKICmdline clash, duplicate manifests and documents, VIPs on workers, HostnameConfig
+//! rules, label syntax and the 1.14 legacy-field conflicts. Messages follow Talos's wording and
+//! never include secret values.
+
+use std::collections::HashSet;
+use std::net::IpAddr;
+
+use serde_json::Value;
+
+use crate::diff::doc_label;
+use crate::document::{DocId, MachineConfig};
+
+/// What the config will run on (`talosctl validate --mode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Bare metal: an install section is required (1.13).
+    Metal,
+    /// A cloud image: nothing special.
+    Cloud,
+    /// Talos in a container: HostDNS with forwarding is required.
+    Container,
+}
+
+/// Findings of a validation run.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Findings {
+    pub warnings: Vec<String>,
+    pub errors: Vec<String>,
+}
+
+/// Validates in metal mode: `Ok(warnings)` or `Err(errors)`.
+pub fn validate(cfg: &MachineConfig) -> Result<Vec<String>, Vec<String>> {
+    validate_mode(cfg, Mode::Metal)
+}
+
+/// Validates for `mode`: `Ok(warnings)` or `Err(errors)`.
+pub fn validate_mode(cfg: &MachineConfig, mode: Mode) -> Result<Vec<String>, Vec<String>> {
+    let f = check(cfg, mode);
+    if f.errors.is_empty() {
+        Ok(f.warnings)
+    } else {
+        Err(f.errors)
+    }
+}
+
+/// Runs every check and returns warnings and errors together.
+pub fn check(cfg: &MachineConfig, mode: Mode) -> Findings {
+    let mut f = Findings::default();
+    check_documents(cfg, &mut f);
+    match cfg.v1alpha1() {
+        Some(v1) => check_v1alpha1(cfg, v1, mode, &mut f),
+        None => f
+            .errors
+            .push("the machine configuration doesn't contain v1alpha1 config".into()),
+    }
+    f
+}
+
+fn s<'a>(v: &'a Value, pointer: &str) -> &'a str {
+    v.pointer(pointer).and_then(Value::as_str).unwrap_or("")
+}
+
+fn present(v: &Value, pointer: &str) -> bool {
+    v.pointer(pointer).is_some_and(|x| !x.is_null())
+}
+
+fn non_empty(v: &Value, pointer: &str) -> bool {
+    match v.pointer(pointer) {
+        None | Some(Value::Null) => false,
+        Some(Value::String(s)) => !s.is_empty(),
+        Some(Value::Array(a)) => !a.is_empty(),
+        Some(Value::Object(o)) => !o.is_empty(),
+        Some(_) => true,
+    }
+}
+
+fn find_doc<'a>(cfg: &'a MachineConfig, kind: &str) -> Option<&'a Value> {
+    cfg.docs
+        .iter()
+        .find(|d| DocId::of(d).kind == kind && !DocId::of(d).is_v1alpha1())
+}
+
+/// 1.14-generated configs move install and Kubernetes settings into their own documents.
+fn is_114_shaped(cfg: &MachineConfig) -> bool {
+    cfg.docs.iter().any(|d| {
+        let k = DocId::of(d).kind;
+        k == "UnattendedInstallConfig" || k == "KubeClusterConfig" || k == "DiscoveryServiceConfig"
+    })
+}
+
+fn check_v1alpha1(cfg: &MachineConfig, v1: &Value, mode: Mode, f: &mut Findings) {
+    let Some(machine) = v1.get("machine").filter(|m| m.is_object()) else {
+        f.errors.push("machine instructions are required".into());
+        return;
+    };
+    if v1.get("persist") == Some(&Value::Bool(false)) {
+        f.errors.push(".persist should be enabled".into());
+    }
+    if let Some(v) = v1.get("version").filter(|v| v.as_str() != Some("v1alpha1")) {
+        f.errors.push(format!(
+            "unsupported config version {v}, expected \"v1alpha1\""
+        ));
+    }
+
+    let machine_type = machine.get("type").and_then(Value::as_str).unwrap_or("");
+    let control_plane = matches!(machine_type, "controlplane" | "init");
+    match machine_type {
+        "controlplane" | "init" | "worker" => {}
+        "" | "join" => f.warnings.push(format!(
+            "use \"worker\" instead of \"{machine_type}\" for machine type"
+        )),
+        other => f.errors.push(format!(
+            "unknown machine type \"{other}\": expected one of init, controlplane, worker"
+        )),
+    }
+
+    // Talos API CA.
+    if control_plane {
+        if !non_empty(machine, "/ca/crt") || !non_empty(machine, "/ca/key") {
+            f.errors
+                .push("machine.ca with a crt and a key is required on control plane nodes".into());
+        }
+    } else {
+        if non_empty(machine, "/ca/key") {
+            f.errors
+                .push("machine.ca.key is not allowed on worker nodes (it must be empty)".into());
+        }
+        if !non_empty(machine, "/ca/crt") && !non_empty(machine, "/acceptedCAs") {
+            f.errors
+                .push("machine.ca.crt or machine.acceptedCAs is required on worker nodes".into());
+        }
+    }
+
+    check_install(cfg, machine, mode, f);
+    check_features(machine, mode, control_plane, f);
+    check_network(machine, control_plane, f);
+    check_disks(machine, f);
+    check_labels(machine, f);
+
+    match v1.get("cluster").filter(|c| c.is_object()) {
+        Some(cluster) => check_cluster(cfg, cluster, control_plane, f),
+        None => f.errors.push("cluster instructions are required".into()),
+    }
+    check_conflicts(cfg, machine, f);
+}
+
+fn check_install(cfg: &MachineConfig, machine: &Value, mode: Mode, f: &mut Findings) {
+    let install = machine.get("install").filter(|i| !i.is_null());
+    if mode == Mode::Metal {
+        match install {
+            None if !is_114_shaped(cfg) => f
+                .errors
+                .push("install instructions are required in \"metal\" mode".into()),
+            Some(i) if !non_empty(i, "/disk") && !non_empty(i, "/diskSelector") => f
+                .errors
+                .push("an install disk or diskSelector is required in \"metal\" mode".into()),
+            _ => {}
+        }
+        if let Some(i) = install
+            && non_empty(i, "/extraKernelArgs")
+            && i.get("grubUseUKICmdline") == Some(&Value::Bool(true))
+        {
+            f.errors.push(
+                "install.extraKernelArgs and install.grubUseUKICmdline can't be used together: \
+                 set grubUseUKICmdline to false to use extraKernelArgs"
+                    .into(),
+            );
+        }
+    }
+    if install.is_some_and(|i| non_empty(i, "/extensions")) {
+        f.warnings.push(
+            "install.extensions is deprecated, please see https://www.talos.dev/latest/talos-guides/install/boot-assets/"
+                .into(),
+        );
+    }
+}
+
+fn check_features(machine: &Value, mode: Mode, control_plane: bool, f: &mut Findings) {
+    let enabled = machine.pointer("/features/hostDNS/enabled") == Some(&Value::Bool(true));
+    let forward =
+        machine.pointer("/features/hostDNS/forwardKubeDNSToHost") == Some(&Value::Bool(true));
+    if forward && !enabled {
+        f.errors.push(
+            "features.hostDNS.forwardKubeDNSToHost requires features.hostDNS.enabled to be true"
+                .into(),
+        );
+    }
+    if mode == Mode::Container && !(enabled && forward) {
+        f.errors.push(
+            "features.hostDNS.enabled and features.hostDNS.forwardKubeDNSToHost are required in \"container\" mode"
+                .into(),
+        );
+    }
+    if !control_plane && non_empty(machine, "/features/kubernetesTalosAPIAccess") {
+        f.errors.push(
+            "feature API access from Kubernetes is only allowed on control plane machines".into(),
+        );
+    }
+}
+
+fn is_ip(s: &str) -> bool {
+    s.parse::<IpAddr>().is_ok()
+}
+
+fn is_cidr(s: &str) -> bool {
+    let Some((ip, bits)) = s.split_once('/') else {
+        return false;
+    };
+    match (ip.parse::<IpAddr>(), bits.parse::<u8>()) {
+        (Ok(IpAddr::V4(_)), Ok(b)) => b <= 32,
+        (Ok(IpAddr::V6(_)), Ok(b)) => b <= 128,
+        _ => false,
+    }
+}
+
+fn check_addressing(item: &Value, at: &str, control_plane: bool, f: &mut Findings) {
+    if present(item, "/cidr") && non_empty(item, "/addresses") {
+        f.errors
+            .push(format!("{at}: cidr and addresses are mutually exclusive"));
+    }
+    if present(item, "/cidr") {
+        f.warnings
+            .push(format!("{at}: cidr is deprecated, please use addresses"));
+    }
+    let cidr = item.get("cidr").and_then(Value::as_str);
+    let addrs = item.get("addresses").and_then(Value::as_array);
+    for a in cidr
+        .into_iter()
+        .chain(addrs.into_iter().flatten().filter_map(Value::as_str))
+    {
+        if !is_ip(a) && !is_cidr(a) {
+            f.errors.push(format!(
+                "{at}: invalid address \"{a}\": expected an IP or a CIDR"
+            ));
+        }
+    }
+    for (j, r) in item
+        .get("routes")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let network = s(r, "/network");
+        let gateway = s(r, "/gateway");
+        if network.is_empty() && gateway.is_empty() {
+            f.errors.push(format!(
+                "{at}.routes[{j}]: either network or gateway should be set"
+            ));
+        }
+        if !network.is_empty() && !is_cidr(network) {
+            f.errors.push(format!(
+                "{at}.routes[{j}]: invalid network \"{network}\": expected a CIDR"
+            ));
+        }
+        for key in ["gateway", "source"] {
+            let v = s(r, &format!("/{key}"));
+            if !v.is_empty() && !is_ip(v) {
+                f.errors.push(format!(
+                    "{at}.routes[{j}]: invalid {key} \"{v}\": expected an IP"
+                ));
+            }
+        }
+    }
+    if let Some(vip) = item.get("vip").filter(|v| !v.is_null()) {
+        if !control_plane {
+            f.errors.push(format!(
+                "{at}: virtual (shared) IP is not allowed on non-controlplane nodes"
+            ));
+        }
+        let ip = s(vip, "/ip");
+        if !is_ip(ip) {
+            f.errors.push(format!(
+                "{at}: invalid vip.ip \"{ip}\": expected an IP address"
+            ));
+        }
+    }
+}
+
+fn check_network(machine: &Value, control_plane: bool, f: &mut Findings) {
+    let interfaces = machine
+        .pointer("/network/interfaces")
+        .and_then(Value::as_array);
+    for (i, iface) in interfaces.into_iter().flatten().enumerate() {
+        let at = format!("machine.network.interfaces[{i}]");
+        let has_name = non_empty(iface, "/interface");
+        let has_selector = present(iface, "/deviceSelector");
+        if has_name == has_selector {
+            f.errors.push(format!(
+                "{at}: exactly one of interface or deviceSelector must be set"
+            ));
+        }
+        if has_selector && !non_empty(iface, "/deviceSelector") {
+            f.errors
+                .push(format!("{at}: deviceSelector must not be empty"));
+        }
+        if present(iface, "/bond") && present(iface, "/bridge") {
+            f.errors
+                .push(format!("{at}: bond and bridge are mutually exclusive"));
+        }
+        check_addressing(iface, &at, control_plane, f);
+        for (j, vlan) in iface
+            .get("vlans")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            check_addressing(vlan, &format!("{at}.vlans[{j}]"), control_plane, f);
+        }
+    }
+}
+
+fn check_disks(machine: &Value, f: &mut Findings) {
+    for (i, disk) in machine
+        .get("disks")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        if disk.is_null() {
+            f.errors
+                .push(format!("machine.disks[{i}]: disk entry is null"));
+            continue;
+        }
+        let device = s(disk, "/device");
+        let parts = disk
+            .get("partitions")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or(&[]);
+        for (j, p) in parts.iter().enumerate() {
+            let sizeless = match p.get("size") {
+                None | Some(Value::Null) => true,
+                Some(Value::String(s)) => s.is_empty() || s == "0",
+                Some(Value::Number(n)) => n.as_f64() == Some(0.0),
+                Some(_) => false,
+            };
+            if sizeless && j + 1 != parts.len() {
+                f.errors.push(format!(
+                    "partition for disk \"{device}\" is set to occupy full disk, but it's not the last partition in the list"
+                ));
+            }
+        }
+    }
+}
+
+/// DNS-1123 subdomain: lowercase alphanumerics, `-` and `.`, starting and ending alphanumeric.
+fn is_dns_subdomain(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 253
+        && s.split('.').all(|l| {
+            !l.is_empty()
+                && l.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+        })
+}
+
+/// Kubernetes "name" part: ≤ 63 chars, alphanumeric at both ends, `-_.` inside.
+fn is_qualified_name_part(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
+        && s.as_bytes()[0].is_ascii_alphanumeric()
+        && s.as_bytes()[s.len() - 1].is_ascii_alphanumeric()
+}
+
+fn is_qualified_name(key: &str) -> bool {
+    match key.split_once('/') {
+        Some((prefix, name)) => is_dns_subdomain(prefix) && is_qualified_name_part(name),
+        None => is_qualified_name_part(key),
+    }
+}
+
+fn is_label_value(v: &str) -> bool {
+    v.is_empty() || is_qualified_name_part(v)
+}
+
+fn check_labels(machine: &Value, f: &mut Findings) {
+    let map = |k: &str| machine.get(k).and_then(Value::as_object);
+    for (k, v) in map("nodeLabels").into_iter().flatten() {
+        if !is_qualified_name(k) {
+            f.errors.push(format!("invalid label key \"{k}\": must be a qualified name ([prefix/]name, name at most 63 characters of alphanumerics, '-', '_' or '.')"));
+        }
+        match v.as_str() {
+            Some(val) if is_label_value(val) => {}
+            _ => f.errors.push(format!("invalid label value {v} for \"{k}\": at most 63 characters of alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric")),
+        }
+    }
+    let mut total = 0;
+    for (k, v) in map("nodeAnnotations").into_iter().flatten() {
+        if !is_qualified_name(k) {
+            f.errors.push(format!(
+                "invalid annotation key \"{k}\": must be a qualified name"
+            ));
+        }
+        if k.starts_with("talos.dev/owned-") {
+            f.errors
+                .push(format!("annotation key \"{k}\" is reserved for Talos"));
+        }
+        total += k.len() + v.as_str().map_or(0, str::len);
+    }
+    if total > 256 * 1024 {
+        f.errors
+            .push("node annotations are too long: must have at most 262144 bytes".into());
+    }
+    for (k, v) in map("nodeTaints").into_iter().flatten() {
+        if !is_qualified_name(k) {
+            f.errors.push(format!(
+                "invalid taint key \"{k}\": must be a qualified name"
+            ));
+        }
+        let raw = v.as_str().unwrap_or("");
+        let (value, effect) = raw.rsplit_once(':').unwrap_or(("", raw));
+        if !["NoSchedule", "PreferNoSchedule", "NoExecute"].contains(&effect) {
+            f.errors.push(format!(
+                "invalid taint effect \"{effect}\" for \"{k}\": expected NoSchedule, PreferNoSchedule or NoExecute"
+            ));
+        }
+        if !is_label_value(value) {
+            f.errors.push(format!("invalid taint value for \"{k}\""));
+        }
+    }
+}
+
+/// Endpoint URL checks of Talos (the scheme itself is not checked).
+fn endpoint_error(ep: &str) -> Option<String> {
+    let Some((scheme, rest)) = ep.split_once("://") else {
+        return Some("expected a URL such as https://<host>:6443".into());
+    };
+    if scheme.is_empty() {
+        return Some("the URL scheme is empty".into());
+    }
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let authority = authority.rsplit('@').next().unwrap_or(authority);
+    let (host, port) = if let Some(inner) = authority.strip_prefix('[') {
+        match inner.split_once(']') {
+            Some((h, p)) => (h, p.strip_prefix(':')),
+            None => return Some("unterminated IPv6 address".into()),
+        }
+    } else {
+        if authority.matches(':').count() >= 2 {
+            return Some("an IPv6 address must be enclosed in brackets".into());
+        }
+        match authority.split_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (authority, None),
+        }
+    };
+    if host.is_empty() {
+        return Some("the hostname is empty".into());
+    }
+    if let Some(p) = port
+        && !p.parse::<u16>().is_ok_and(|n| n >= 1)
+    {
+        return Some(format!("invalid port \"{p}\": expected 1-65535"));
+    }
+    None
+}
+
+fn is_dns_domain(d: &str) -> bool {
+    let d = d.strip_suffix(['.', '_']).unwrap_or(d);
+    let letters: usize = d.split('.').map(str::len).sum();
+    letters <= 255
+        && d.split('.').all(|l| {
+            let b = l.as_bytes();
+            !b.is_empty()
+                && b.len() <= 63
+                && (b[0].is_ascii_alphanumeric() || b[0] == b'_')
+                && b.iter()
+                    .all(|c| c.is_ascii_alphanumeric() || *c == b'_' || *c == b'-')
+        })
+}
+
+fn check_cluster(cfg: &MachineConfig, cluster: &Value, control_plane: bool, f: &mut Findings) {
+    let endpoint = if present(cluster, "/controlPlane/endpoint") {
+        Some(s(cluster, "/controlPlane/endpoint").to_string())
+    } else {
+        find_doc(cfg, "KubeClusterConfig")
+            .and_then(|d| d.get("endpoint"))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    match endpoint.as_deref() {
+        None | Some("") => f
+            .errors
+            .push("cluster controlplane endpoint is required".into()),
+        Some(ep) => {
+            if let Some(why) = endpoint_error(ep) {
+                f.errors.push(format!(
+                    "invalid cluster controlplane endpoint \"{ep}\": {why}"
+                ));
+            }
+        }
+    }
+    let domain = s(cluster, "/network/dnsDomain");
+    if !domain.is_empty() && !is_dns_domain(domain) {
+        f.errors.push(format!(
+            "cluster.network.dnsDomain: \"{domain}\" is not a valid DNS name"
+        ));
+    }
+
+    if !control_plane {
+        if non_empty(cluster, "/ca/key") {
+            f.errors
+                .push("cluster.ca.key is not allowed on worker nodes (it must be empty)".into());
+        }
+        if present(cluster, "/etcd") {
+            f.errors
+                .push("etcd config is only allowed on control plane machines".into());
+        }
+    } else {
+        if !non_empty(cluster, "/etcd/ca") && find_doc(cfg, "KubeEtcdConfig").is_none() {
+            f.errors
+                .push("cluster.etcd.ca is required on control plane nodes".into());
+        }
+        if non_empty(cluster, "/etcd/subnet") && non_empty(cluster, "/etcd/advertisedSubnets") {
+            f.errors
+                .push("etcd subnet can't be set when advertised subnets are set".into());
+        }
+        check_cni(cluster, f);
+    }
+
+    let manifests = cluster.get("inlineManifests").and_then(Value::as_array);
+    let mut seen = HashSet::new();
+    for m in manifests.into_iter().flatten() {
+        let name = s(m, "/name");
+        if name.is_empty() {
+            f.errors.push("inline manifest name can't be empty".into());
+        } else if !seen.insert(name) {
+            f.errors
+                .push(format!("inline manifest name \"{name}\" is duplicate"));
+        }
+    }
+
+    let discovery_on = cluster.pointer("/discovery/enabled") == Some(&Value::Bool(true));
+    let service_on =
+        cluster.pointer("/discovery/registries/service/disabled") != Some(&Value::Bool(true));
+    if discovery_on && service_on && find_doc(cfg, "DiscoveryIdentityConfig").is_none() {
+        if !non_empty(cluster, "/id") {
+            f.errors
+                .push("cluster discovery service registry requires cluster.id".into());
+        }
+        if !non_empty(cluster, "/secret") {
+            f.errors
+                .push("cluster discovery service registry requires cluster.secret".into());
+        }
+    }
+}
+
+fn check_cni(cluster: &Value, f: &mut Findings) {
+    let Some(cni) = cluster.pointer("/network/cni").filter(|c| !c.is_null()) else {
+        return;
+    };
+    let name = s(cni, "/name");
+    let has_urls = non_empty(cni, "/urls");
+    let has_flannel = present(cni, "/flannel");
+    match name {
+        "flannel" | "none" if has_urls => f
+            .errors
+            .push(format!("cni urls should be empty for \"{name}\" CNI")),
+        "custom" | "none" if has_flannel => f.errors.push(format!(
+            "flannel configuration is not allowed for \"{name}\" CNI"
+        )),
+        "custom" if !has_urls => f
+            .warnings
+            .push("cni urls are empty for \"custom\" CNI".into()),
+        "flannel" | "custom" | "none" => {}
+        other => f.errors.push(format!(
+            "cni name should be one of [flannel, custom, none], got \"{other}\""
+        )),
+    }
+    for u in cni
+        .get("urls")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let u = u.as_str().unwrap_or("");
+        if let Some(why) = endpoint_error(u) {
+            f.errors.push(format!("invalid cni url \"{u}\": {why}"));
+        }
+    }
+}
+
+fn check_documents(cfg: &MachineConfig, f: &mut Findings) {
+    let mut seen = HashSet::new();
+    let mut vip_names: Vec<(&str, String)> = Vec::new();
+    for doc in &cfg.docs {
+        let id = DocId::of(doc);
+        let label = if id.is_v1alpha1() {
+            "v1alpha1".to_string()
+        } else {
+            doc_label(&id)
+        };
+        if !seen.insert(id.clone()) {
+            f.errors
+                .push(format!("duplicate document {label} is not allowed"));
+        }
+        if !id.is_v1alpha1() && (id.api_version.is_empty() || id.kind.is_empty()) {
+            f.errors.push(format!(
+                "document {label}: apiVersion and kind are required"
+            ));
+        }
+        match id.kind.as_str() {
+            "HostnameConfig" => {
+                let auto = doc.get("auto").and_then(Value::as_str);
+                let hostname = s(doc, "/hostname");
+                if auto.is_none() && hostname.is_empty() {
+                    f.errors
+                        .push("HostnameConfig: either hostname or auto must be set".into());
+                }
+                if !hostname.is_empty() && auto.is_some_and(|a| a != "off") {
+                    f.errors.push(
+                        "HostnameConfig: hostname can't be set together with auto (set auto: \"off\")".into(),
+                    );
+                }
+                if let Some(a) = auto.filter(|a| !["off", "stable"].contains(a)) {
+                    f.errors.push(format!(
+                        "HostnameConfig: invalid auto value \"{a}\": expected \"stable\" or \"off\""
+                    ));
+                }
+                if !hostname.is_empty() {
+                    let first = hostname.split('.').next().unwrap_or("");
+                    if hostname.len() > 253 || first.is_empty() || first.len() > 63 {
+                        f.errors
+                            .push(format!("HostnameConfig: invalid hostname \"{hostname}\""));
+                    }
+                }
+            }
+            "Layer2VIPConfig" | "HCloudVIPConfig" => {
+                if !is_ip(&id.name) {
+                    f.errors.push(format!(
+                        "{label}: name must be the VIP address, got \"{}\"",
+                        id.name
+                    ));
+                }
+                if id.kind == "Layer2VIPConfig" && s(doc, "/link").is_empty() {
+                    f.errors.push(format!("{label}: link is required"));
+                }
+                if let Some((other, _)) = vip_names
+                    .iter()
+                    .find(|(k, n)| *k != id.kind && *n == id.name)
+                {
+                    f.errors.push(format!(
+                        "{label} conflicts with {other}({}): a VIP can only be declared once",
+                        id.name
+                    ));
+                }
+                vip_names.push((
+                    if id.kind == "Layer2VIPConfig" {
+                        "Layer2VIPConfig"
+                    } else {
+                        "HCloudVIPConfig"
+                    },
+                    id.name.clone(),
+                ));
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Conflicts between multi-doc documents and legacy v1alpha1 fields (§5.2, §6.5).
+fn check_conflicts(cfg: &MachineConfig, machine: &Value, f: &mut Findings) {
+    let has = |kind: &str| find_doc(cfg, kind).is_some();
+    if has("HostnameConfig") {
+        if non_empty(machine, "/network/hostname") {
+            f.errors
+                .push("static hostname is already set in v1alpha1 config".into());
+        }
+        if machine.pointer("/features/stableHostname") == Some(&Value::Bool(true)) {
+            f.errors
+                .push("stable hostname is already set in v1alpha1 config".into());
+        }
+    }
+    if has("ResolverConfig") {
+        for k in ["nameservers", "searchDomains", "disableSearchDomain"] {
+            if non_empty(machine, &format!("/network/{k}")) {
+                f.errors.push(format!(
+                    ".machine.network.{k} is already set in v1alpha1 config"
+                ));
+            }
+        }
+    }
+    if has("KubeSpanConfig") && present(machine, "/network/kubespan") {
+        f.errors
+            .push("kubespan is already set in v1alpha1 config".into());
+    }
+    if has("TimeSyncConfig") && present(machine, "/time") {
+        f.errors
+            .push("time sync is already set in v1alpha1 config".into());
+    }
+    if has("KubeNodeConfig") {
+        for k in ["nodeLabels", "nodeAnnotations", "nodeTaints"] {
+            if non_empty(machine, &format!("/{k}")) {
+                f.errors
+                    .push(format!(".machine.{k} is already set in v1alpha1 config"));
+            }
+        }
+    }
+    if has("KubeletConfig") && non_empty(machine, "/kubelet") {
+        f.errors
+            .push("kubelet config is already set in v1alpha1 config (.machine.kubelet)".into());
+    }
+    if has("UnattendedInstallConfig") && non_empty(machine, "/install") {
+        f.errors
+            .push("install config is already set in v1alpha1 config (.machine.install)".into());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn cp() -> MachineConfig {
+        MachineConfig {
+            docs: vec![
+                json!({"version": "v1alpha1", "debug": false, "persist": true,
+                    "machine": {"type": "controlplane", "token": "t", "ca": {"crt": "C", "key": "K"},
+                        "install": {"disk": "/dev/sda", "image": "i", "wipe": false, "grubUseUKICmdline": true},
+                        "features": {"hostDNS": {"enabled": true, "forwardKubeDNSToHost": true}},
+                        "nodeLabels": {"node.kubernetes.io/exclude-from-external-load-balancers": ""}},
+                    "cluster": {"id": "id", "secret": "s", "controlPlane": {"endpoint": "https://base:6443"},
+                        "network": {"dnsDomain": "cluster.local"},
+                        "ca": {"crt": "C", "key": "K"}, "etcd": {"ca": {"crt": "C", "key": "K"}},
+                        "discovery": {"enabled": true, "registries": {"kubernetes": {"disabled": true}, "service": {}}}}}),
+                json!({"apiVersion": "v1alpha1", "kind": "HostnameConfig", "auto": "stable"}),
+            ],
+        }
+    }
+
+    fn worker() -> MachineConfig {
+        let mut c = cp();
+        let d = &mut c.docs[0];
+        d["machine"]["type"] = json!("worker");
+        d["machine"]["ca"]["key"] = json!("");
+        d["machine"]
+            .as_object_mut()
+            .unwrap()
+            .shift_remove("nodeLabels");
+        d["cluster"]["ca"]["key"] = json!("");
+        d["cluster"].as_object_mut().unwrap().shift_remove("etcd");
+        c
+    }
+
+    fn errors(c: &MachineConfig) -> Vec<String> {
+        check(c, Mode::Metal).errors
+    }
+
+    fn has_error(c: &MachineConfig, needle: &str) -> bool {
+        let e = errors(c);
+        e.iter().any(|e| e.contains(needle)) || panic!("no {needle:?} in {e:?}")
+    }
+
+    #[test]
+    fn generated_shapes_are_valid() {
+        assert_eq!(validate(&cp()), Ok(vec![]));
+        assert_eq!(validate(&worker()), Ok(vec![]));
+    }
+
+    #[test]
+    fn sections_and_endpoint() {
+        let c = MachineConfig {
+            docs: vec![json!({"version": "v1alpha1", "cluster": {}})],
+        };
+        assert_eq!(errors(&c), vec!["machine instructions are required"]);
+        let mut c = cp();
+        c.docs[0].as_object_mut().unwrap().shift_remove("cluster");
+        assert!(has_error(&c, "cluster instructions are required"));
+        let mut c = cp();
+        c.docs[0]["cluster"]["controlPlane"] = json!({});
+        assert!(has_error(&c, "cluster controlplane endpoint is required"));
+        for (ep, why) in [
+            ("base:6443", "expected a URL"),
+            ("https://:6443", "hostname is empty"),
+            ("https://base:99999", "invalid port"),
+            ("https://fd00::1:6443", "brackets"),
+        ] {
+            let mut c = cp();
+            c.docs[0]["cluster"]["controlPlane"]["endpoint"] = json!(ep);
+            assert!(has_error(&c, why));
+        }
+        let mut c = cp();
+        c.docs[0]["cluster"]["controlPlane"]["endpoint"] = json!("https://[fd00::1]:6443");
+        assert!(errors(&c).is_empty());
+    }
+
+    #[test]
+    fn persist_type_and_dns_domain() {
+        let mut c = cp();
+        c.docs[0]["persist"] = json!(false);
+        c.docs[0]["cluster"]["network"]["dnsDomain"] = json!("bad domain");
+        assert!(has_error(&c, ".persist should be enabled"));
+        assert!(has_error(&c, "dnsDomain"));
+        let mut c = worker();
+        c.docs[0]["machine"]["type"] = json!("join");
+        assert_eq!(
+            validate(&c),
+            Ok(vec![
+                "use \"worker\" instead of \"join\" for machine type".to_string()
+            ])
+        );
+        c.docs[0]["machine"]["type"] = json!("master");
+        assert!(has_error(&c, "unknown machine type \"master\""));
+    }
+
+    #[test]
+    fn control_plane_and_worker_keys() {
+        let mut c = cp();
+        c.docs[0]["machine"]["ca"]["key"] = json!("");
+        assert!(has_error(&c, "machine.ca with a crt and a key is required"));
+        let mut w = worker();
+        w.docs[0]["machine"]["ca"]["key"] = json!("K");
+        w.docs[0]["cluster"]["ca"]["key"] = json!("K");
+        w.docs[0]["cluster"]["etcd"] = json!({"ca": {"crt": "C"}});
+        assert!(has_error(
+            &w,
+            "machine.ca.key is not allowed on worker nodes"
+        ));
+        assert!(has_error(
+            &w,
+            "cluster.ca.key is not allowed on worker nodes"
+        ));
+        assert!(has_error(
+            &w,
+            "etcd config is only allowed on control plane machines"
+        ));
+        // The error texts never include the key itself.
+        assert!(!errors(&w).iter().any(|e| e.contains("\"K\"")));
+    }
+
+    #[test]
+    fn cni_rules() {
+        let set = |cni: Value| {
+            let mut c = cp();
+            c.docs[0]["cluster"]["network"]["cni"] = cni;
+            check(&c, Mode::Metal)
+        };
+        assert!(set(json!({"name": ""})).errors[0].contains("cni name should be one of"));
+        assert!(
+            set(json!({"name": "flannel", "urls": ["https://x/y"]})).errors[0]
+                .contains("cni urls should be empty for \"flannel\"")
+        );
+        assert!(set(json!({"name": "custom", "urls": ["https://x/y"], "flannel": {"extraArgs": ["--iface=eth0"]}})).errors[0].contains("flannel configuration is not allowed"));
+        let f = set(json!({"name": "custom"}));
+        assert!(f.errors.is_empty() && f.warnings == vec!["cni urls are empty for \"custom\" CNI"]);
+        assert!(set(json!({"name": "none"})).errors.is_empty());
+        // Workers do not validate the CNI.
+        let mut w = worker();
+        w.docs[0]["cluster"]["network"]["cni"] = json!({"name": "calico"});
+        assert!(errors(&w).is_empty());
+    }
+
+    #[test]
+    fn metal_install_rules() {
+        let mut c = cp();
+        c.docs[0]["machine"]["install"]["extraKernelArgs"] = json!(["console=ttyS0"]);
+        assert!(has_error(
+            &c,
+            "install.extraKernelArgs and install.grubUseUKICmdline can't be used together"
+        ));
+        assert!(check(&c, Mode::Cloud).errors.is_empty());
+        c.docs[0]["machine"]["install"]["grubUseUKICmdline"] = json!(false);
+        assert!(errors(&c).is_empty());
+        c.docs[0]["machine"]
+            .as_object_mut()
+            .unwrap()
+            .shift_remove("install");
+        assert!(has_error(
+            &c,
+            "install instructions are required in \"metal\" mode"
+        ));
+        let mut c = cp();
+        c.docs[0]["machine"]["install"]["disk"] = json!("");
+        assert!(has_error(&c, "install disk or diskSelector"));
+    }
+
+    #[test]
+    fn container_mode_needs_host_dns() {
+        let mut c = cp();
+        c.docs[0]["machine"]["features"]["hostDNS"]["forwardKubeDNSToHost"] = json!(false);
+        assert!(
+            check(&c, Mode::Container)
+                .errors
+                .iter()
+                .any(|e| e.contains("\"container\" mode"))
+        );
+        c.docs[0]["machine"]["features"]["hostDNS"] =
+            json!({"enabled": false, "forwardKubeDNSToHost": true});
+        assert!(has_error(&c, "forwardKubeDNSToHost requires"));
+    }
+
+    #[test]
+    fn inline_manifest_names() {
+        let mut c = cp();
+        c.docs[0]["cluster"]["inlineManifests"] = json!([{"name": "a", "contents": "x"}, {"name": "a", "contents": "y"}, {"contents": "z"}]);
+        assert!(has_error(&c, "inline manifest name \"a\" is duplicate"));
+        assert!(has_error(&c, "inline manifest name can't be empty"));
+    }
+
+    #[test]
+    fn vip_on_worker_and_interface_rules() {
+        let mut w = worker();
+        w.docs[0]["machine"]["network"] = json!({"interfaces": [
+            {"interface": "eth0", "vip": {"ip": "10.0.0.10"}, "addresses": ["10.0.0.2/24", "nope"], "cidr": "10.0.0.3/24",
+             "routes": [{"metric": 1}, {"network": "0.0.0.0/0", "gateway": "x"}],
+             "vlans": [{"vlanId": 5, "vip": {"ip": "10.0.5.10"}}]},
+            {"addresses": ["10.0.1.2/24"]}]});
+        let e = errors(&w).join("\n");
+        for needle in [
+            "machine.network.interfaces[0]: virtual (shared) IP is not allowed on non-controlplane nodes",
+            "machine.network.interfaces[0].vlans[0]: virtual (shared) IP is not allowed",
+            "invalid address \"nope\"",
+            "cidr and addresses are mutually exclusive",
+            "routes[0]: either network or gateway should be set",
+            "invalid gateway \"x\"",
+            "machine.network.interfaces[1]: exactly one of interface or deviceSelector",
+        ] {
+            assert!(e.contains(needle), "missing {needle:?} in {e}");
+        }
+        let mut c = cp();
+        c.docs[0]["machine"]["network"] =
+            json!({"interfaces": [{"interface": "eth0", "vip": {"ip": "10.0.0.10"}}]});
+        assert!(errors(&c).is_empty());
+    }
+
+    #[test]
+    fn hostname_config_rules_and_conflicts() {
+        let with = |doc: Value| {
+            let mut c = cp();
+            c.docs[1] = doc;
+            errors(&c)
+        };
+        let h = |extra: Value| {
+            let mut d = json!({"apiVersion": "v1alpha1", "kind": "HostnameConfig"});
+            d.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            d
+        };
+        assert!(with(h(json!({})))[0].contains("either hostname or auto must be set"));
+        assert!(
+            with(h(json!({"auto": "stable", "hostname": "n1"})))[0]
+                .contains("hostname can't be set together with auto")
+        );
+        assert!(with(h(json!({"auto": "talos-addr"})))[0].contains("invalid auto value"));
+        assert!(with(h(json!({"auto": "off", "hostname": "n1"}))).is_empty());
+        let mut c = cp();
+        c.docs[0]["machine"]["network"] = json!({"hostname": "n1"});
+        c.docs[0]["machine"]["features"]["stableHostname"] = json!(true);
+        assert!(has_error(
+            &c,
+            "static hostname is already set in v1alpha1 config"
+        ));
+        assert!(has_error(
+            &c,
+            "stable hostname is already set in v1alpha1 config"
+        ));
+    }
+
+    #[test]
+    fn duplicate_and_conflicting_documents() {
+        let mut c = cp();
+        c.docs
+            .push(json!({"apiVersion": "v1alpha1", "kind": "HostnameConfig", "auto": "stable"}));
+        c.docs.push(json!({"apiVersion": "v1alpha1", "kind": "Layer2VIPConfig", "name": "10.0.0.10", "link": "eth0"}));
+        c.docs.push(
+            json!({"apiVersion": "v1alpha1", "kind": "HCloudVIPConfig", "name": "10.0.0.10"}),
+        );
+        c.docs.push(
+            json!({"apiVersion": "v1alpha1", "kind": "Layer2VIPConfig", "name": "not-an-ip"}),
+        );
+        let e = errors(&c).join("\n");
+        for needle in [
+            "duplicate document HostnameConfig is not allowed",
+            "HCloudVIPConfig(10.0.0.10) conflicts with Layer2VIPConfig(10.0.0.10)",
+            "Layer2VIPConfig(not-an-ip): name must be the VIP address",
+            "Layer2VIPConfig(not-an-ip): link is required",
+        ] {
+            assert!(e.contains(needle), "missing {needle:?} in {e}");
+        }
+    }
+
+    #[test]
+    fn node_labels_taints_annotations() {
+        let mut c = cp();
+        c.docs[0]["machine"]["nodeLabels"] =
+            json!({"ok.example/x": "v", "Bad_Prefix/x": "v", "k": "-bad-", "long": "a".repeat(64)});
+        c.docs[0]["machine"]["nodeTaints"] = json!({"dedicated": "gpu:NoSchedule", "t2": "Never"});
+        c.docs[0]["machine"]["nodeAnnotations"] = json!({"talos.dev/owned-labels": "x"});
+        let e = errors(&c).join("\n");
+        for needle in [
+            "invalid label key \"Bad_Prefix/x\"",
+            "for \"k\"",
+            "for \"long\"",
+            "invalid taint effect \"Never\" for \"t2\"",
+            "annotation key \"talos.dev/owned-labels\" is reserved",
+        ] {
+            assert!(e.contains(needle), "missing {needle:?} in {e}");
+        }
+        assert!(
+            !e.contains("ok.example/x") && !e.contains("dedicated"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn legacy_fields_conflict_with_114_documents() {
+        let mut c = cp();
+        c.docs
+            .push(json!({"apiVersion": "v1alpha1", "kind": "KubeNodeConfig", "nodeIP": {}}));
+        assert!(has_error(
+            &c,
+            ".machine.nodeLabels is already set in v1alpha1 config"
+        ));
+    }
+
+    #[test]
+    fn disks_sizeless_partition_must_be_last() {
+        let mut c = cp();
+        c.docs[0]["machine"]["disks"] = json!([{"device": "/dev/sdb", "partitions": [{"mountpoint": "/a"}, {"size": "10GB", "mountpoint": "/b"}]}]);
+        assert!(has_error(
+            &c,
+            "partition for disk \"/dev/sdb\" is set to occupy full disk, but it's not the last partition in the list"
+        ));
+    }
+}
