@@ -14,3 +14,7 @@ pub mod live;
 pub mod redact;
 pub mod risk;
 pub mod validate;
+pub mod contract;
+pub mod encode;
+mod key_order;
+pub mod parse;

@@ -1,0 +1,969 @@
+//! Talos's comment-free YAML encoding (config.md §3.2), reproduced byte for byte.
+//!
+//! Two steps: the JSON-like document is first turned into an ordered tree of rendered scalars,
+//! using the Go struct field order of each known document kind (see `key_order.rs`), and that tree
+//! is then written the way go-yaml's emitter does with a 4-space indent.
+
+use crate::document::{DocId, MachineConfig};
+use crate::key_order;
+use serde_json::{Map, Value};
+use std::cmp::Ordering;
+
+/// How a value is laid out by Talos's typed structs.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Shape {
+    /// Unknown: maps keep their existing key order.
+    Leaf,
+    /// Free-form Go `map[string]any`: go-yaml sorts keys with its natural-order comparator.
+    Any,
+    /// Go `map[string]string` (or extraArgs string-or-list): keys in byte order, scalar values
+    /// become strings.
+    StrMap,
+    /// Go file mode, written as an octal literal (`0o644`).
+    Octal,
+    /// Go struct: known fields in this order, unknown ones after them.
+    Struct(&'static [F]),
+    Seq(&'static Shape),
+    /// Go map with struct values: keys in byte order.
+    Map(&'static Shape),
+}
+
+/// A struct field: YAML key and shape.
+#[derive(Debug)]
+pub(crate) struct F(pub &'static str, pub Shape);
+
+/// Header-only order for kinds this crate does not know.
+const UNKNOWN_KIND: &[F] = &[
+    F("apiVersion", Shape::Leaf),
+    F("kind", Shape::Leaf),
+    F("name", Shape::Leaf),
+];
+
+impl MachineConfig {
+    /// The comment-free YAML form, as Talos writes it: documents joined by `---` lines.
+    pub fn to_yaml(&self) -> String {
+        let mut out = String::new();
+        for (i, doc) in self.docs.iter().enumerate() {
+            if i > 0 {
+                out.push_str("---\n");
+            }
+            out.push_str(&encode_document(doc));
+        }
+        out
+    }
+}
+
+/// Encodes one document with the key order of its kind.
+pub fn encode_document(doc: &Value) -> String {
+    let fields = document_fields(doc);
+    let node = to_node(doc, Shape::Struct(fields));
+    let mut w = Writer { out: String::new() };
+    w.root(&node);
+    w.out
+}
+
+fn document_fields(doc: &Value) -> &'static [F] {
+    let id = DocId::of(doc);
+    if id.is_v1alpha1() {
+        return key_order::V1ALPHA1;
+    }
+    key_order::KINDS
+        .iter()
+        .find(|(k, _)| *k == id.kind)
+        .map(|(_, f)| *f)
+        .unwrap_or(UNKNOWN_KIND)
+}
+
+/// The ordered, rendered tree that the writer lays out.
+#[derive(Debug)]
+enum Node {
+    Scalar(Scalar),
+    Map(Vec<(Scalar, Node)>),
+    Seq(Vec<Node>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Style {
+    Plain,
+    Single,
+    Double,
+    Literal,
+}
+
+#[derive(Debug)]
+struct Scalar {
+    text: String,
+    style: Style,
+}
+
+impl Scalar {
+    fn plain(text: impl Into<String>) -> Scalar {
+        Scalar {
+            text: text.into(),
+            style: Style::Plain,
+        }
+    }
+}
+
+fn to_node(v: &Value, shape: Shape) -> Node {
+    match (shape, v) {
+        (Shape::Struct(fields), Value::Object(m)) => {
+            let mut entries = Vec::with_capacity(m.len());
+            for F(name, fshape) in fields {
+                if let Some(x) = m.get(*name) {
+                    // A nil pointer is never written.
+                    if !x.is_null() {
+                        entries.push((key_scalar(name), to_node(x, *fshape)));
+                    }
+                }
+            }
+            for (k, x) in m {
+                if !fields.iter().any(|F(name, _)| name == k) {
+                    entries.push((key_scalar(k), to_node(x, Shape::Leaf)));
+                }
+            }
+            Node::Map(entries)
+        }
+        (Shape::Map(inner), Value::Object(m)) => Node::Map(
+            sorted_by(m, |a, b| a.as_bytes().cmp(b.as_bytes()))
+                .into_iter()
+                .map(|(k, x)| (key_scalar(k), to_node(x, *inner)))
+                .collect(),
+        ),
+        (Shape::StrMap, Value::Object(m)) => Node::Map(
+            sorted_by(m, |a, b| a.as_bytes().cmp(b.as_bytes()))
+                .into_iter()
+                .map(|(k, x)| (key_scalar(k), string_value(x)))
+                .collect(),
+        ),
+        (Shape::Any, Value::Object(m)) => Node::Map(
+            sorted_by(m, go_yaml_key_less)
+                .into_iter()
+                .map(|(k, x)| (key_scalar(k), to_node(x, Shape::Any)))
+                .collect(),
+        ),
+        (Shape::Seq(inner), Value::Array(a)) => {
+            Node::Seq(a.iter().map(|x| to_node(x, *inner)).collect())
+        }
+        (Shape::Any, Value::Array(a)) => {
+            Node::Seq(a.iter().map(|x| to_node(x, Shape::Any)).collect())
+        }
+        (Shape::Octal, x) => match octal_value(x) {
+            Some(mode) => Node::Scalar(Scalar::plain(format!("0o{mode:o}"))),
+            None => Node::Scalar(scalar(x)),
+        },
+        (_, Value::Object(m)) => Node::Map(
+            m.iter()
+                .map(|(k, x)| (key_scalar(k), to_node(x, Shape::Leaf)))
+                .collect(),
+        ),
+        (_, Value::Array(a)) => Node::Seq(a.iter().map(|x| to_node(x, Shape::Leaf)).collect()),
+        (_, x) => Node::Scalar(scalar(x)),
+    }
+}
+
+/// Go string maps decode any scalar as its text, so numbers and booleans come back as strings.
+/// extraArgs values may also be lists of strings.
+fn string_value(v: &Value) -> Node {
+    match v {
+        Value::Bool(_) | Value::Number(_) => Node::Scalar(string_scalar(&scalar_text(v))),
+        Value::Array(a) => Node::Seq(a.iter().map(string_value).collect()),
+        other => to_node(other, Shape::Leaf),
+    }
+}
+
+fn octal_value(v: &Value) -> Option<u64> {
+    match v {
+        Value::Number(n) => n.as_u64(),
+        Value::String(s) => {
+            let digits = s
+                .strip_prefix("0o")
+                .or_else(|| s.strip_prefix("0O"))
+                .unwrap_or(s);
+            let digits = digits.replace('_', "");
+            if digits.is_empty() {
+                return None;
+            }
+            u64::from_str_radix(&digits, 8).ok()
+        }
+        _ => None,
+    }
+}
+
+fn sorted_by<'a>(
+    m: &'a Map<String, Value>,
+    cmp: impl Fn(&str, &str) -> Ordering,
+) -> Vec<(&'a String, &'a Value)> {
+    let mut v: Vec<_> = m.iter().collect();
+    v.sort_by(|a, b| cmp(a.0, b.0));
+    v
+}
+
+/// go-yaml's map key comparator for string keys: letters sort after non-letters, and runs of
+/// digits compare numerically ("a2" < "a10").
+fn go_yaml_key_less(a: &str, b: &str) -> Ordering {
+    let ar: Vec<char> = a.chars().collect();
+    let br: Vec<char> = b.chars().collect();
+    let mut digits = false;
+    let n = ar.len().min(br.len());
+    for i in 0..n {
+        if ar[i] == br[i] {
+            digits = ar[i].is_ascii_digit();
+            continue;
+        }
+        let al = ar[i].is_alphabetic();
+        let bl = br[i].is_alphabetic();
+        if al && bl {
+            return ar[i].cmp(&br[i]);
+        }
+        if al || bl {
+            let a_first = if digits { al } else { bl };
+            return if a_first {
+                Ordering::Less
+            } else {
+                Ordering::Greater
+            };
+        }
+        let mut an: i64 = 0;
+        let mut bn: i64 = 0;
+        if ar[i] == '0' || br[i] == '0' {
+            let mut j = i;
+            while j > 0 && ar[j - 1].is_ascii_digit() {
+                j -= 1;
+                if ar[j] != '0' {
+                    an = 1;
+                    bn = 1;
+                    break;
+                }
+            }
+        }
+        let mut ai = i;
+        while ai < ar.len() && ar[ai].is_ascii_digit() {
+            an = an.wrapping_mul(10).wrapping_add(ar[ai] as i64 - '0' as i64);
+            ai += 1;
+        }
+        let mut bi = i;
+        while bi < br.len() && br[bi].is_ascii_digit() {
+            bn = bn.wrapping_mul(10).wrapping_add(br[bi] as i64 - '0' as i64);
+            bi += 1;
+        }
+        if an != bn {
+            return an.cmp(&bn);
+        }
+        if ai != bi {
+            return ai.cmp(&bi);
+        }
+        return ar[i].cmp(&br[i]);
+    }
+    ar.len().cmp(&br.len())
+}
+
+fn scalar_text(v: &Value) -> String {
+    match v {
+        Value::Null => "null".into(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => {
+            if let Some(i) = n.as_i64() {
+                i.to_string()
+            } else if let Some(u) = n.as_u64() {
+                u.to_string()
+            } else {
+                go_format_float(n.as_f64().unwrap_or(0.0))
+            }
+        }
+        Value::String(s) => s.clone(),
+        // Not reached: collections are handled by the caller.
+        Value::Array(_) | Value::Object(_) => String::new(),
+    }
+}
+
+fn scalar(v: &Value) -> Scalar {
+    match v {
+        Value::String(s) => string_scalar(s),
+        other => Scalar::plain(scalar_text(other)),
+    }
+}
+
+/// Go's `strconv.FormatFloat(f, 'g', -1, 64)`, as go-yaml writes floats.
+fn go_format_float(f: f64) -> String {
+    if f.is_nan() {
+        return ".nan".into();
+    }
+    if f.is_infinite() {
+        return if f > 0.0 {
+            ".inf".into()
+        } else {
+            "-.inf".into()
+        };
+    }
+    if f == 0.0 {
+        return if f.is_sign_negative() {
+            "-0".into()
+        } else {
+            "0".into()
+        };
+    }
+    // Rust's `{:e}` gives the shortest round-tripping digits, like Go's shortest mode.
+    let sci = format!("{:e}", f.abs());
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+    let sign = if f < 0.0 { "-" } else { "" };
+    // Shortest 'g' switches to %e when the exponent is below -4 or at least 6.
+    if !(-4..6).contains(&exp) {
+        return format!("{sign}{}", fmt_e(&digits, exp));
+    }
+    let nd = digits.len() as i32;
+    let dp = exp + 1;
+    let body = if dp <= 0 {
+        format!("0.{}{}", "0".repeat((-dp) as usize), digits)
+    } else if dp >= nd {
+        format!("{}{}", digits, "0".repeat((dp - nd) as usize))
+    } else {
+        format!("{}.{}", &digits[..dp as usize], &digits[dp as usize..])
+    };
+    format!("{sign}{body}")
+}
+
+fn fmt_e(digits: &str, exp: i32) -> String {
+    let mut s = digits[..1].to_string();
+    if digits.len() > 1 {
+        s.push('.');
+        s.push_str(&digits[1..]);
+    }
+    let (esign, e) = if exp < 0 { ('-', -exp) } else { ('+', exp) };
+    format!("{s}e{esign}{e:02}")
+}
+
+fn key_scalar(k: &str) -> Scalar {
+    let mut s = string_scalar(k);
+    // Keys are simple keys: no block scalars, and an empty key cannot be plain.
+    if s.style == Style::Literal {
+        s.style = Style::Double;
+    }
+    s
+}
+
+/// Chooses the style go-yaml would use for a string value.
+fn string_scalar(s: &str) -> Scalar {
+    let a = analyze(s);
+    let style = if s.contains('\n') {
+        if a.block_allowed {
+            Style::Literal
+        } else {
+            Style::Double
+        }
+    } else if !resolves_as_string(s) {
+        Style::Double
+    } else if a.plain_allowed {
+        Style::Plain
+    } else if a.single_allowed {
+        Style::Single
+    } else {
+        Style::Double
+    };
+    Scalar {
+        text: s.to_string(),
+        style,
+    }
+}
+
+struct Analysis {
+    plain_allowed: bool,
+    single_allowed: bool,
+    block_allowed: bool,
+}
+
+/// libyaml's scalar analysis, block context only.
+fn analyze(s: &str) -> Analysis {
+    if s.is_empty() {
+        return Analysis {
+            plain_allowed: false,
+            single_allowed: true,
+            block_allowed: false,
+        };
+    }
+    let chars: Vec<char> = s.chars().collect();
+    let mut block_indicators = s.starts_with("---") || s.starts_with("...");
+    let (mut leading_space, mut leading_break, mut trailing_space, mut trailing_break) =
+        (false, false, false, false);
+    let (mut break_space, mut space_break, mut previous_space, mut previous_break) =
+        (false, false, false, false);
+    let mut line_breaks = false;
+    let mut special = false;
+    let mut preceded_by_ws = true;
+    let last = chars.len() - 1;
+    for (i, &c) in chars.iter().enumerate() {
+        let followed_by_ws = chars.get(i + 1).is_none_or(|n| is_blank_or_break(*n));
+        if i == 0 {
+            match c {
+                '#' | ',' | '[' | ']' | '{' | '}' | '&' | '*' | '!' | '|' | '>' | '\'' | '"'
+                | '%' | '@' | '`' => block_indicators = true,
+                '?' | ':' | '-' if followed_by_ws => block_indicators = true,
+                _ => {}
+            }
+        } else {
+            match c {
+                ':' if followed_by_ws => block_indicators = true,
+                '#' if preceded_by_ws => block_indicators = true,
+                _ => {}
+            }
+        }
+        if !is_printable(c) {
+            special = true;
+        }
+        if is_break(c) {
+            line_breaks = true;
+        }
+        if c == ' ' {
+            if i == 0 {
+                leading_space = true;
+            }
+            if i == last {
+                trailing_space = true;
+            }
+            if previous_break {
+                break_space = true;
+            }
+            previous_space = true;
+            previous_break = false;
+        } else if is_break(c) {
+            if i == 0 {
+                leading_break = true;
+            }
+            if i == last {
+                trailing_break = true;
+            }
+            if previous_space {
+                space_break = true;
+            }
+            previous_break = true;
+            previous_space = false;
+        } else {
+            previous_space = false;
+            previous_break = false;
+        }
+        preceded_by_ws = is_blank_or_break(c);
+    }
+    let mut a = Analysis {
+        plain_allowed: true,
+        single_allowed: true,
+        block_allowed: true,
+    };
+    if leading_space || leading_break || trailing_space || trailing_break {
+        a.plain_allowed = false;
+    }
+    if trailing_space {
+        a.block_allowed = false;
+    }
+    if break_space {
+        a.plain_allowed = false;
+        a.single_allowed = false;
+    }
+    if space_break || special {
+        a = Analysis {
+            plain_allowed: false,
+            single_allowed: false,
+            block_allowed: false,
+        };
+    }
+    if line_breaks || block_indicators {
+        a.plain_allowed = false;
+    }
+    // Breaks inside single quotes would need folding; go-yaml never produces that for our input
+    // (multi-line strings go literal or double-quoted), so keep such strings double-quoted.
+    if line_breaks {
+        a.single_allowed = false;
+    }
+    a
+}
+
+fn is_break(c: char) -> bool {
+    matches!(c, '\n' | '\r' | '\u{85}' | '\u{2028}' | '\u{2029}')
+}
+
+fn is_blank_or_break(c: char) -> bool {
+    c == ' ' || c == '\t' || is_break(c)
+}
+
+/// go-yaml's printable set (with unicode output on).
+fn is_printable(c: char) -> bool {
+    let u = c as u32;
+    u == 0x0A
+        || (0x20..=0x7E).contains(&u)
+        || (0xA0..=0xD7FF).contains(&u)
+        || ((0xE000..=0xFFFD).contains(&u) && u != 0xFEFF)
+}
+
+/// Whether a plain scalar with this text would decode as a string (go-yaml's resolver, plus
+/// the YAML 1.1 booleans and base-60 floats it also refuses to write plain).
+fn resolves_as_string(s: &str) -> bool {
+    const SPECIAL: &[&str] = &[
+        "", "~", "null", "Null", "NULL", "true", "True", "TRUE", "false", "False", "FALSE", ".nan",
+        ".NaN", ".NAN", ".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF", "-.inf", "-.Inf",
+        "-.INF", "<<", "y", "Y", "yes", "Yes", "YES", "on", "On", "ON", "n", "N", "no", "No", "NO",
+        "off", "Off", "OFF",
+    ];
+    if SPECIAL.contains(&s) {
+        return false;
+    }
+    let first = s.as_bytes()[0];
+    if first == b'.' {
+        return !is_dot_float(s);
+    }
+    if !(first.is_ascii_digit() || first == b'+' || first == b'-') {
+        return true;
+    }
+    if is_timestamp(s) || is_base60_float(s) {
+        return false;
+    }
+    let plain = s.replace('_', "");
+    !(is_go_int(&plain) || is_yaml_float(&plain))
+}
+
+/// `.5`, `.5e3`: what Go's ParseFloat accepts after a leading dot.
+fn is_dot_float(s: &str) -> bool {
+    let rest = &s[1..];
+    let (mant, exp) = match rest.find(['e', 'E']) {
+        Some(i) => (&rest[..i], Some(&rest[i + 1..])),
+        None => (rest, None),
+    };
+    !mant.is_empty() && mant.bytes().all(|b| b.is_ascii_digit()) && exp.is_none_or(is_exponent)
+}
+
+fn is_exponent(e: &str) -> bool {
+    let e = e.strip_prefix(['+', '-']).unwrap_or(e);
+    !e.is_empty() && e.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// Go's ParseInt/ParseUint with base 0 (sign, 0x/0o/0b prefixes, legacy 0-octal), ignoring
+/// range; plus go-yaml's own 0b/0o fallbacks, which accept the same spellings.
+fn is_go_int(s: &str) -> bool {
+    let body = s.strip_prefix(['+', '-']).unwrap_or(s);
+    let b = body.as_bytes();
+    if b.is_empty() {
+        return false;
+    }
+    let (digits, radix) = if b.len() >= 2 && b[0] == b'0' {
+        match b[1] {
+            b'x' | b'X' => (&body[2..], 16),
+            b'o' | b'O' => (&body[2..], 8),
+            b'b' | b'B' => (&body[2..], 2),
+            _ => (&body[1..], 8),
+        }
+    } else {
+        (body, 10)
+    };
+    !digits.is_empty() && digits.chars().all(|c| c.is_digit(radix))
+        || (radix == 8 && digits.is_empty())
+}
+
+/// go-yaml's `^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$`.
+fn is_yaml_float(s: &str) -> bool {
+    let body = s.strip_prefix(['+', '-']).unwrap_or(s);
+    let (mant, exp) = match body.find(['e', 'E']) {
+        Some(i) => (&body[..i], Some(&body[i + 1..])),
+        None => (body, None),
+    };
+    let mant_ok = match mant.split_once('.') {
+        Some(("", frac)) => !frac.is_empty() && frac.bytes().all(|b| b.is_ascii_digit()),
+        Some((int, frac)) => {
+            !int.is_empty()
+                && int.bytes().all(|b| b.is_ascii_digit())
+                && frac.bytes().all(|b| b.is_ascii_digit())
+        }
+        None => !mant.is_empty() && mant.bytes().all(|b| b.is_ascii_digit()),
+    };
+    mant_ok && exp.is_none_or(is_exponent)
+}
+
+/// `^[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?$`
+fn is_base60_float(s: &str) -> bool {
+    let body = s.strip_prefix(['+', '-']).unwrap_or(s);
+    let (main, frac) = match body.split_once('.') {
+        Some((m, f)) => (m, Some(f)),
+        None => (body, None),
+    };
+    if frac.is_some_and(|f| !f.bytes().all(|b| b.is_ascii_digit() || b == b'_')) {
+        return false;
+    }
+    let mut parts = main.split(':');
+    let head = parts.next().unwrap_or("");
+    if head.is_empty()
+        || !head.as_bytes()[0].is_ascii_digit()
+        || !head.bytes().all(|b| b.is_ascii_digit() || b == b'_')
+    {
+        return false;
+    }
+    let mut count = 0;
+    for p in parts {
+        count += 1;
+        let ok = match p.as_bytes() {
+            [d] => d.is_ascii_digit(),
+            [a, d] => (b'0'..=b'5').contains(a) && d.is_ascii_digit(),
+            _ => false,
+        };
+        if !ok {
+            return false;
+        }
+    }
+    count > 0
+}
+
+/// go-yaml's timestamp forms: `2006-1-2`, with `T`/`t` + time + zone, or ` ` + time.
+fn is_timestamp(s: &str) -> bool {
+    let b = s.as_bytes();
+    let digits = |from: usize, min: usize, max: usize| -> Option<usize> {
+        let n = b[from.min(b.len())..]
+            .iter()
+            .take_while(|c| c.is_ascii_digit())
+            .count();
+        (n >= min && n <= max).then_some(from + n)
+    };
+    let sep = |at: usize, c: u8| b.get(at) == Some(&c);
+    let Some(i) = digits(0, 4, 4) else {
+        return false;
+    };
+    if !sep(i, b'-') {
+        return false;
+    }
+    let Some(i) = digits(i + 1, 1, 2) else {
+        return false;
+    };
+    if !sep(i, b'-') {
+        return false;
+    }
+    let Some(i) = digits(i + 1, 1, 2) else {
+        return false;
+    };
+    if i == b.len() {
+        return true;
+    }
+    let with_zone = match b[i] {
+        b'T' | b't' => true,
+        b' ' => false,
+        _ => return false,
+    };
+    let Some(i) = digits(i + 1, 1, 2) else {
+        return false;
+    };
+    if !sep(i, b':') {
+        return false;
+    }
+    let Some(i) = digits(i + 1, 1, 2) else {
+        return false;
+    };
+    if !sep(i, b':') {
+        return false;
+    }
+    let Some(mut i) = digits(i + 1, 1, 2) else {
+        return false;
+    };
+    if sep(i, b'.') {
+        let Some(j) = digits(i + 1, 1, 9) else {
+            return false;
+        };
+        i = j;
+    }
+    if !with_zone {
+        return i == b.len();
+    }
+    match b.get(i) {
+        Some(b'Z') => i + 1 == b.len(),
+        Some(b'+') | Some(b'-') => {
+            let Some(j) = digits(i + 1, 2, 2) else {
+                return false;
+            };
+            if !sep(j, b':') {
+                return false;
+            }
+            digits(j + 1, 2, 2) == Some(b.len())
+        }
+        _ => false,
+    }
+}
+
+/// Writes the tree with go-yaml's block layout: mappings nested under a key are indented to the
+/// next multiple of 4; anything directly inside a sequence item is indented 2 past the `-`.
+struct Writer {
+    out: String,
+}
+
+impl Writer {
+    fn root(&mut self, node: &Node) {
+        match node {
+            Node::Map(entries) if !entries.is_empty() => self.map_entries(entries, 0, false),
+            Node::Seq(items) if !items.is_empty() => self.seq_items(items, 0, false),
+            other => {
+                self.inline_value(other, 0, false);
+            }
+        }
+    }
+
+    /// Mapping entries at `indent`; when `inline_first`, the first key follows a `- ` already
+    /// written on the current line.
+    fn map_entries(&mut self, entries: &[(Scalar, Node)], indent: usize, inline_first: bool) {
+        for (i, (k, v)) in entries.iter().enumerate() {
+            if i > 0 || !inline_first {
+                self.spaces(indent);
+            }
+            self.scalar_inline(k, indent);
+            self.out.push(':');
+            match v {
+                Node::Map(e) if !e.is_empty() => {
+                    self.out.push('\n');
+                    self.map_entries(e, next_level(indent), false);
+                }
+                Node::Seq(items) if !items.is_empty() => {
+                    self.out.push('\n');
+                    self.seq_items(items, next_level(indent), false);
+                }
+                other => {
+                    self.out.push(' ');
+                    self.inline_value(other, next_level(indent), false);
+                }
+            }
+        }
+    }
+
+    fn seq_items(&mut self, items: &[Node], indent: usize, inline_first: bool) {
+        for (i, item) in items.iter().enumerate() {
+            if i > 0 || !inline_first {
+                self.spaces(indent);
+            }
+            self.out.push_str("- ");
+            match item {
+                Node::Map(e) if !e.is_empty() => self.map_entries(e, indent + 2, true),
+                Node::Seq(s) if !s.is_empty() => self.seq_items(s, indent + 2, true),
+                other => self.inline_value(other, indent + 2, true),
+            }
+        }
+    }
+
+    /// A scalar or empty collection after `key: ` or `- `, ending the line.
+    /// `block_indent` is where literal block content goes.
+    fn inline_value(&mut self, node: &Node, block_indent: usize, _in_seq: bool) {
+        match node {
+            Node::Map(_) => self.out.push_str("{}\n"),
+            Node::Seq(_) => self.out.push_str("[]\n"),
+            Node::Scalar(s) if s.style == Style::Literal => self.literal(&s.text, block_indent),
+            Node::Scalar(s) => {
+                self.scalar_inline(s, block_indent);
+                self.out.push('\n');
+            }
+        }
+    }
+
+    fn scalar_inline(&mut self, s: &Scalar, _indent: usize) {
+        match s.style {
+            Style::Plain => self.out.push_str(&s.text),
+            Style::Single => {
+                self.out.push('\'');
+                self.out.push_str(&s.text.replace('\'', "''"));
+                self.out.push('\'');
+            }
+            Style::Double | Style::Literal => write_double_quoted(&mut self.out, &s.text),
+        }
+    }
+
+    fn literal(&mut self, text: &str, indent: usize) {
+        self.out.push('|');
+        if text.starts_with([' ', '\n']) {
+            // go-yaml writes its configured indent as the indentation indicator.
+            self.out.push('4');
+        }
+        let trailing_breaks = text.len() - text.trim_end_matches('\n').len();
+        match trailing_breaks {
+            0 => self.out.push('-'),
+            1 if text.len() > 1 => {}
+            _ => self.out.push('+'),
+        }
+        self.out.push('\n');
+        let mut at_line_start = true;
+        for c in text.chars() {
+            if c == '\n' {
+                self.out.push('\n');
+                at_line_start = true;
+            } else {
+                if at_line_start {
+                    self.spaces(indent);
+                    at_line_start = false;
+                }
+                self.out.push(c);
+            }
+        }
+        if !at_line_start {
+            self.out.push('\n');
+        }
+    }
+
+    fn spaces(&mut self, n: usize) {
+        self.out.extend(std::iter::repeat_n(' ', n));
+    }
+}
+
+/// The indent of a collection nested under a mapping key at `indent`.
+fn next_level(indent: usize) -> usize {
+    4 * ((indent + 4) / 4)
+}
+
+fn write_double_quoted(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        let escape = !is_printable(c) || c == '\u{FEFF}' || is_break(c) || c == '"' || c == '\\';
+        if !escape {
+            out.push(c);
+            continue;
+        }
+        out.push('\\');
+        match c {
+            '\0' => out.push('0'),
+            '\u{7}' => out.push('a'),
+            '\u{8}' => out.push('b'),
+            '\t' => out.push('t'),
+            '\n' => out.push('n'),
+            '\u{b}' => out.push('v'),
+            '\u{c}' => out.push('f'),
+            '\r' => out.push('r'),
+            '\u{1b}' => out.push('e'),
+            '"' => out.push('"'),
+            '\\' => out.push('\\'),
+            '\u{85}' => out.push('N'),
+            '\u{a0}' => out.push('_'),
+            '\u{2028}' => out.push('L'),
+            '\u{2029}' => out.push('P'),
+            other => {
+                let u = other as u32;
+                if u <= 0xFF {
+                    out.push_str(&format!("x{u:02X}"));
+                } else if u <= 0xFFFF {
+                    out.push_str(&format!("u{u:04X}"));
+                } else {
+                    out.push_str(&format!("U{u:08X}"));
+                }
+            }
+        }
+    }
+    out.push('"');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn enc(v: Value) -> String {
+        MachineConfig { docs: vec![v] }.to_yaml()
+    }
+
+    #[test]
+    fn quoting_of_ambiguous_strings() {
+        let out = enc(
+            json!({"kind": "X", "a": "true", "b": "off", "c": "", "d": "123",
+            "e": "0o644", "f": "yes", "g": "null", "h": "1.5", "i": "~", "j": "2024-01-02",
+            "k": "1:20", "l": "0x1F", "m": "plain text", "n": "y", "nn": ".5", "o": "-", "p": "- x",
+            "q": "a: b", "r": "#c", "s": "it's", "t": "tab\there", "u": "1e3", "v": "+1",
+            "w": "Off", "x": "NO", "yy": "10.244.0.0/16", "z": "v1.28.0"}),
+        );
+        let expected = "kind: X\na: \"true\"\nb: \"off\"\nc: \"\"\nd: \"123\"\ne: \"0o644\"\n\
+            f: \"yes\"\ng: \"null\"\nh: \"1.5\"\ni: \"~\"\nj: \"2024-01-02\"\nk: \"1:20\"\n\
+            l: \"0x1F\"\nm: plain text\n\"n\": \"y\"\nnn: \".5\"\no: '-'\np: '- x'\nq: 'a: b'\nr: '#c'\n\
+            s: it's\nt: \"tab\\there\"\nu: \"1e3\"\nv: \"+1\"\nw: \"Off\"\nx: \"NO\"\n\
+            yy: 10.244.0.0/16\nz: v1.28.0\n";
+        assert_eq!(out, expected);
+    }
+
+    #[test]
+    fn scalars_of_other_types() {
+        let out = enc(json!({"kind": "X", "a": true, "b": 5443, "c": -3, "d": 1.5,
+            "e": 1000000.0, "f": 0.0001, "g": 1e-5}));
+        assert_eq!(
+            out,
+            "kind: X\na: true\nb: 5443\nc: -3\nd: 1.5\ne: 1e+06\nf: 0.0001\ng: 1e-05\n"
+        );
+    }
+
+    #[test]
+    fn empty_collections_are_flow() {
+        let out = enc(json!({"kind": "X", "a": {}, "b": [], "c": [{}, []]}));
+        assert_eq!(out, "kind: X\na: {}\nb: []\nc:\n    - {}\n    - []\n");
+    }
+
+    #[test]
+    fn nested_lists_of_maps_align_after_dash() {
+        let out = enc(json!({"kind": "X", "resources": [
+            {"providers": [{"secretbox": {"keys": [{"name": "k", "secret": "s"}]}}],
+             "resources": ["secrets"]},
+            [["a", "b"], "c"]
+        ]}));
+        let expected = "kind: X\nresources:\n    - providers:\n        - secretbox:\n            \
+            keys:\n                - name: k\n                  secret: s\n      resources:\n        \
+            - secrets\n    - - - a\n        - b\n      - c\n";
+        assert_eq!(out, expected);
+    }
+
+    #[test]
+    fn block_scalars() {
+        let out = enc(
+            json!({"kind": "X", "a": "line1\nline2\n", "b": "x\n\ny", "c": ["p\nq\n"],
+            "d": " lead\n", "e": "two\n\n", "f": "trailing \nspace"}),
+        );
+        let expected = "kind: X\na: |\n    line1\n    line2\nb: |-\n    x\n\n    y\nc:\n    - |\n      \
+            p\n      q\nd: |4\n     lead\ne: |+\n    two\n\nf: \"trailing \\nspace\"\n";
+        assert_eq!(out, expected);
+    }
+
+    #[test]
+    fn key_order_and_map_sorting() {
+        let doc = json!({
+            "cluster": {"clusterName": "c", "id": "i"},
+            "machine": {
+                "nodeLabels": {"z": "1", "a": "", "B": true},
+                "type": "worker",
+                "unknownField": {"yb": 1, "x": 2},
+                "kubelet": {"extraArgs": {"rotate-server-certificates": true, "a": ["1", 2]},
+                            "extraMounts": [{"source": "/s", "destination": "/d", "type": "bind"}]},
+                "files": [{"path": "/p", "permissions": 420, "content": "c"}],
+            },
+            "version": "v1alpha1",
+        });
+        let expected = "version: v1alpha1\nmachine:\n    type: worker\n    kubelet:\n        \
+            extraArgs:\n            a:\n                - \"1\"\n                - \"2\"\n            \
+            rotate-server-certificates: \"true\"\n        extraMounts:\n            \
+            - destination: /d\n              type: bind\n              source: /s\n    \
+            files:\n        - content: c\n          permissions: 0o644\n          path: /p\n    \
+            nodeLabels:\n        B: \"true\"\n        a: \"\"\n        z: \"1\"\n    \
+            unknownField:\n        yb: 1\n        x: 2\ncluster:\n    id: i\n    clusterName: c\n";
+        assert_eq!(enc(doc), expected);
+    }
+
+    #[test]
+    fn multi_doc_header_first_and_free_form_natural_sort() {
+        let out = enc(
+            json!({"configuration": {"b10": 1, "b9": 2, "_x": 3, "A": 4},
+            "kind": "KubeAuditPolicyConfig", "apiVersion": "v1alpha1"}),
+        );
+        assert_eq!(
+            out,
+            "apiVersion: v1alpha1\nkind: KubeAuditPolicyConfig\nconfiguration:\n    _x: 3\n    A: 4\n    \
+             b9: 2\n    b10: 1\n"
+        );
+    }
+
+    #[test]
+    fn documents_joined_without_leading_separator() {
+        let c = MachineConfig {
+            docs: vec![json!({"kind": "A"}), json!({"kind": "B"})],
+        };
+        assert_eq!(c.to_yaml(), "kind: A\n---\nkind: B\n");
+    }
+
+    #[test]
+    fn go_float_format() {
+        assert_eq!(go_format_float(1.0), "1");
+        assert_eq!(go_format_float(123456.0), "123456");
+        assert_eq!(go_format_float(1234567.0), "1.234567e+06");
+        assert_eq!(go_format_float(0.5), "0.5");
+        assert_eq!(go_format_float(-2.25), "-2.25");
+    }
+}
