@@ -227,11 +227,15 @@ fn strip(
                 if in_list {
                     bail!("cannot delete an inner key in {at}: the path goes through a list");
                 }
+                // The key is deleted first; any sibling keys stay as a merge patch, which turns
+                // `{$patch: delete, ...}` into "replace this subtree" (config.md §4.5).
                 deletes.push(Delete::Key(path.clone()));
-                return Ok(None);
             }
             let mut out = Map::new();
             for (k, child) in map {
+                if k == "$patch" {
+                    continue;
+                }
                 path.push(k.clone());
                 let kept = strip(child, path, in_list, label, deletes)?;
                 path.pop();
@@ -240,7 +244,7 @@ fn strip(
                 }
             }
             // A mapping emptied by lifting out deletes must not re-create the parent key.
-            if out.is_empty() && !map.is_empty() {
+            if out.is_empty() && (!map.is_empty() || map.contains_key("$patch")) {
                 return Ok(None);
             }
             Ok(Some(Value::Object(out)))
@@ -342,6 +346,37 @@ fn apply_delete(doc: &mut Value, del: &Delete, label: &str) -> Result<()> {
     Ok(())
 }
 
+/// Talos stores extraArgs values as strings (or lists of strings): a patch value written as
+/// `true` or `30` becomes `"true"` / `"30"`, and is written back quoted.
+fn stringify_extra_args(part: &mut Value, id: &DocId) {
+    const V1ALPHA1: &[&str] = &[
+        "/machine/kubelet/extraArgs",
+        "/cluster/apiServer/extraArgs",
+        "/cluster/controllerManager/extraArgs",
+        "/cluster/scheduler/extraArgs",
+        "/cluster/proxy/extraArgs",
+        "/cluster/etcd/extraArgs",
+    ];
+    let pointers: &[&str] = if id.is_v1alpha1() {
+        V1ALPHA1
+    } else {
+        &["/extraArgs"]
+    };
+    fn to_string(v: &mut Value) {
+        match v {
+            Value::Bool(b) => *v = Value::String(b.to_string()),
+            Value::Number(n) => *v = Value::String(n.to_string()),
+            Value::Array(items) => items.iter_mut().for_each(to_string),
+            _ => {}
+        }
+    }
+    for p in pointers {
+        if let Some(Value::Object(args)) = part.pointer_mut(p) {
+            args.values_mut().for_each(to_string);
+        }
+    }
+}
+
 /// True when a merge part carries nothing beyond the document header.
 fn has_content(part: &Value, id: &DocId) -> bool {
     let header: &[&str] = if id.is_v1alpha1() {
@@ -381,7 +416,8 @@ impl MachineConfig {
         for pdoc in patch_docs {
             let id = DocId::of(pdoc);
             let label = doc_label(&id);
-            let (part, deletes, doc_delete) = split_deletes(pdoc, &id, &label)?;
+            let (mut part, deletes, doc_delete) = split_deletes(pdoc, &id, &label)?;
+            stringify_extra_args(&mut part, &id);
             split.push((id, label, part, deletes, doc_delete));
         }
         // v1alpha1 deletes run before any merge (config.md §4.5).
@@ -843,6 +879,38 @@ auto: stable
             c.v1alpha1().unwrap()["cluster"]["apiServer"]
                 .get("extraArgs")
                 .is_none()
+        );
+    }
+
+    #[test]
+    fn delete_with_siblings_replaces_the_subtree() {
+        let mut c = base();
+        apply(
+            &mut c,
+            "machine:\n  install:\n    $patch: delete\n    disk: /dev/vda\n",
+        )
+        .unwrap();
+        assert_eq!(
+            c.v1alpha1().unwrap()["machine"]["install"],
+            json!({"disk": "/dev/vda"})
+        );
+        // Lists can be replaced the same way instead of appended to.
+        apply(&mut c, "machine:\n  certSANs:\n    $patch: delete\n").unwrap();
+        apply(&mut c, "machine:\n  certSANs: [a]\n").unwrap();
+        assert_eq!(c.v1alpha1().unwrap()["machine"]["certSANs"], json!(["a"]));
+    }
+
+    #[test]
+    fn extra_args_values_become_strings() {
+        let mut c = base();
+        apply(
+            &mut c,
+            "machine:\n  kubelet:\n    extraArgs:\n      rotate-server-certificates: true\n      max-pods: 250\n      v: [1, x]\n",
+        )
+        .unwrap();
+        assert_eq!(
+            c.v1alpha1().unwrap()["machine"]["kubelet"]["extraArgs"],
+            json!({"rotate-server-certificates": "true", "max-pods": "250", "v": ["1", "x"]})
         );
     }
 
