@@ -271,7 +271,7 @@ fn to_dict(value: &Value) -> Result<Map<String, Value>, String> {
         Value::String(s) if s.trim_start().starts_with('{') => {
             match serde_json::from_str::<Value>(s) {
                 Ok(Value::Object(map)) => Ok(map),
-                _ => Err("the string starts with '{' but is not a JSON object".to_string()),
+                _ => Err("unable to evaluate string as dictionary".to_string()),
             }
         }
         Value::String(s) => parse_key_values(s),

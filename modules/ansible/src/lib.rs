@@ -206,10 +206,22 @@ impl Run {
             );
             return success_json(ModuleResult::unchanged().skipped().msg(msg), ctx);
         }
-        match body(ctx, &params) {
+        let mut json = match body(ctx, &params) {
             Ok(result) => success_json(result, ctx),
             Err(error) => error_json(error, ctx),
+        };
+        // ansible-core 2.21 asks for the validated arguments back when INJECT_INVOCATION is on,
+        // as AnsibleModule returns them; the masker hides the no_log ones.
+        let inject = args.get("_ansible_inject_invocation") == Some(&Value::Bool(true));
+        if let (true, Value::Object(map)) = (inject, &mut json) {
+            let mut invocation = Map::new();
+            invocation.insert(
+                "module_args".to_string(),
+                Value::Object(params.values.clone()),
+            );
+            map.insert("invocation".to_string(), Value::Object(invocation));
         }
+        json
     }
 
     fn panicked(&self, payload: &(dyn Any + Send)) -> Value {

@@ -358,6 +358,20 @@ mod in_process {
     }
 
     #[test]
+    fn invocation_is_injected_only_when_asked() {
+        let args = json!({"name": "x", "password": "hunter22", "_ansible_inject_invocation": true});
+        let out = run(&spec(), args, |_, _| Ok(ModuleResult::unchanged()));
+        assert_eq!(
+            out.json["invocation"],
+            json!({"module_args": {"name": "x", "password": "********", "state": "present"}})
+        );
+        let out = run(&spec(), json!({"name": "x"}), |_, _| {
+            Ok(ModuleResult::unchanged())
+        });
+        assert!(out.json.get("invocation").is_none());
+    }
+
+    #[test]
     fn failures_keep_warnings_and_changed() {
         let out = run(&spec(), json!({"name": "x"}), |ctx, _| {
             ctx.warn("retrying");
@@ -660,5 +674,24 @@ mod fuzz {
             Ok(ModuleResult::unchanged())
         });
         assert!(out.failed(), "{}", out.json);
+    }
+}
+
+/// Every source file opens with a `//!` paragraph saying what it is for (style guide, §5).
+#[test]
+fn tidy_every_file_has_a_module_doc() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for dir in ["src", "tests", "examples"] {
+        for entry in std::fs::read_dir(root.join(dir)).expect("read dir") {
+            let path = entry.expect("dir entry").path();
+            if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).expect("read source");
+                assert!(
+                    text.starts_with("//!"),
+                    "{} must open with a //! doc",
+                    path.display()
+                );
+            }
+        }
     }
 }
