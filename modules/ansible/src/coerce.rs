@@ -47,7 +47,14 @@ fn repr(value: &Value) -> String {
     }
 }
 
-/// Converts one value to `ty`. The error is the detail after "unable to convert to <type>: ".
+/// Converts one value to `ty` as `AnsibleModule` would. The error is the detail that follows
+/// "unable to convert to `<type>`: " in the message.
+///
+/// Deliberate differences from Python, each rejecting a likely mistake instead of guessing:
+/// - a JSON `null` counts as "not given" (the default applies, `required` fails);
+/// - booleans are not accepted as `int` or `float`, and `nan`/`inf` are not floats;
+/// - lists and dicts are not converted to `str`;
+/// - a string converted to a list has its items trimmed, and the empty string is the empty list.
 pub fn coerce(ty: Type, value: &Value) -> Result<Value, String> {
     match ty {
         Type::Str => to_str(value).map(Value::String),

@@ -1,6 +1,6 @@
 //! Ansible's binary-module protocol.
 //!
-//! Owns everything between Ansible and a module body: reading the args file named by argv[1],
+//! Owns everything between Ansible and a module body: reading the args file named by `argv[1]`,
 //! validating it against a typed [`Spec`] with `AnsibleModule`'s coercions and error wording,
 //! the `_ansible_*` flags ([`Context`]), and printing exactly one JSON result in which every
 //! `no_log` value and every registered secret is masked. It is the only crate that writes a
@@ -69,10 +69,10 @@ const RESERVED: [&str; 7] = [
     "deprecations",
 ];
 
-/// Runs a module the way Ansible invokes it and exits: reads argv[1], validates it against `spec`,
+/// Runs a module the way Ansible invokes it and exits: reads `argv[1]`, validates it against `spec`,
 /// calls `body`, prints one masked JSON line, exits 0 (1 when the result is failed).
 ///
-/// Every failure on the way (no argv[1], unreadable or malformed args, invalid options, an error
+/// Every failure on the way (no `argv[1]`, unreadable or malformed args, invalid options, an error
 /// from `body`, a panic in `body`) still produces one JSON object with `failed: true`.
 pub fn run_module<F>(name: &str, spec: Spec, body: F) -> !
 where
@@ -121,7 +121,7 @@ impl Outcome {
 }
 
 /// Everything [`run_module`] does except reading argv and printing: `args_file` is the path
-/// Ansible passes as argv[1]. Module crates can call it in tests with an args file they wrote.
+/// Ansible passes as `argv[1]`. Module crates can call it in tests with an args file they wrote.
 pub fn execute<F>(name: &str, spec: &Spec, args_file: Option<&Path>, body: F) -> Outcome
 where
     F: FnOnce(&mut Context, &Params) -> Result<ModuleResult, ModuleError>,

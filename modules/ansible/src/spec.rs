@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use crate::coerce;
 
-/// The type of an option, with the coercions of Ansible's `AnsibleModule` (see [`crate::coerce`]).
+/// The type of an option, with the coercions of Ansible's `AnsibleModule` (see [`coerce`](crate::coerce())).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Type {
