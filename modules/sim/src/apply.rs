@@ -1,0 +1,200 @@
+//! ApplyConfiguration semantics (api.md §14): mode resolution, the immediacy check, dry-run
+//! text, staged/try handling and the transition out of maintenance mode.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferro_talos_proto::machine::{ApplyConfiguration, ApplyConfigurationRequest, apply_configuration_request::Mode};
+use tonic::Status;
+
+use crate::mcfg::{self, StoredConfig};
+use crate::routing::Target;
+use crate::state::{Shared, State, new_uuid};
+use crate::{tls, version};
+
+const WITH_REBOOT: &str = "Applied configuration with a reboot";
+const WITHOUT_REBOOT: &str = "Applied configuration without a reboot";
+const STAGED: &str = "Staged configuration to be applied after the next reboot";
+
+/// Go's `time.Duration.String()` for the durations talosctl sends (e.g. `1m0s`, `30s`, `1.5s`).
+pub fn go_duration(d: Duration) -> String {
+    let total_ms = d.as_millis();
+    if total_ms == 0 {
+        return "0s".into();
+    }
+    if total_ms < 1000 {
+        return format!("{total_ms}ms");
+    }
+    let h = total_ms / 3_600_000;
+    let m = (total_ms / 60_000) % 60;
+    let ms = total_ms % 60_000;
+    let secs = if ms % 1000 == 0 {
+        format!("{}s", ms / 1000)
+    } else {
+        let s = format!("{}.{:03}", ms / 1000, ms % 1000);
+        format!("{}s", s.trim_end_matches('0'))
+    };
+    match (h, m) {
+        (0, 0) => secs,
+        (0, m) => format!("{m}m{secs}"),
+        (h, m) => format!("{h}h{m}m{secs}"),
+    }
+}
+
+/// Makes `cfg` the running config (and the next boot's, unless `persist` is false), refreshing
+/// the node's TLS personality so CA/SAN changes take effect for new connections.
+fn activate(st: &mut State, idx: usize, cfg: StoredConfig, persist: bool) {
+    let ca_key = crate::state::trustd_key(st, &cfg);
+    let Some(n) = st.nodes.get_mut(idx) else { return };
+    if persist {
+        n.persisted = Some(cfg.clone());
+    }
+    let was_maintenance = n.active.is_none();
+    n.active = Some(cfg);
+    n.config_version += 1;
+    n.config_updated = std::time::SystemTime::now();
+    if !was_maintenance {
+        match tls::NodeTls::build(n, ca_key) {
+            Ok(t) => n.tls = Some(Arc::new(t)),
+            Err(e) => eprintln!("talos-sim: node {idx}: keeping previous TLS config: {e:#}"),
+        }
+    }
+}
+
+pub fn apply(shared: &Arc<Shared>, t: &Target, req: &ApplyConfigurationRequest) -> Result<ApplyConfiguration, Status> {
+    let mut st = shared.lock();
+    let idx = t.idx;
+    let (v14, maintenance, reboot_pending, reject) = {
+        let n = &st.nodes[idx];
+        (version::minor(&n.version) >= 14, n.maintenance(), n.reboot_pending, n.faults.reject_config.clone())
+    };
+    if !v14 && reboot_pending {
+        return Err(Status::failed_precondition(
+            "configuration was already applied and node is rebooting, cannot apply more configuration changes until next reboot",
+        ));
+    }
+    if !maintenance && !t.is_admin() {
+        return Err(Status::permission_denied("not authorized"));
+    }
+    let Ok(mode) = Mode::try_from(req.mode) else {
+        return Err(Status::invalid_argument(format!(
+            "incorrect mode '{}' specified for the apply config call",
+            req.mode
+        )));
+    };
+    if mode != Mode::Try {
+        st.nodes[idx].try_token += 1;
+    }
+    let new = StoredConfig::parse(&req.data).map_err(Status::invalid_argument)?;
+    if let Some(reason) = reject {
+        return Err(Status::invalid_argument(reason));
+    }
+    new.validate(maintenance).map_err(Status::invalid_argument)?;
+    let current = st.nodes[idx].active.clone();
+
+    // Mode resolution.
+    let mut reboot_suffix = String::new();
+    let resolved = if maintenance {
+        Mode::NoReboot
+    } else if v14 {
+        match mode {
+            Mode::Reboot => {
+                return Err(Status::unimplemented(
+                    "the REBOOT mode is not supported, please use AUTO or NO_REBOOT modes instead",
+                ));
+            }
+            Mode::Auto => Mode::NoReboot,
+            m => m,
+        }
+    } else {
+        let diff = current.as_ref().and_then(|c| mcfg::reboot_diff(c, &new));
+        match (mode, diff) {
+            (Mode::Auto, None) => Mode::NoReboot,
+            (Mode::Auto, Some(d)) => {
+                reboot_suffix = format!(": this config change can't be applied in immediate mode\ndiff:\n{d}");
+                Mode::Reboot
+            }
+            (Mode::NoReboot | Mode::Try, Some(d)) => {
+                return Err(Status::invalid_argument(format!(
+                    "this config change can't be applied in immediate mode\ndiff:\n{d}"
+                )));
+            }
+            (m, _) => m,
+        }
+    };
+    let base = match resolved {
+        Mode::Reboot => WITH_REBOOT,
+        Mode::Staged => STAGED,
+        _ => WITHOUT_REBOOT,
+    };
+    if req.dry_run {
+        let diff = mcfg::dry_run_diff(current.as_ref(), &new);
+        return Ok(ApplyConfiguration {
+            metadata: None,
+            warnings: vec![],
+            mode: resolved as i32,
+            mode_details: format!("Dry run summary:\n{base} (skipped in dry-run).\nConfig diff:\n\n{diff}"),
+        });
+    }
+
+    let mut details = format!("{base}{reboot_suffix}");
+    match resolved {
+        Mode::Reboot => {
+            st.nodes[idx].persisted = Some(new);
+            st.nodes[idx].reboot_pending = true;
+            drop(st);
+            shared.reboot(idx, new_uuid(), "reboot");
+        }
+        Mode::Staged => {
+            st.nodes[idx].persisted = Some(new);
+        }
+        Mode::Try => {
+            let timeout = req
+                .try_mode_timeout
+                .and_then(|d| Duration::try_from(d).ok())
+                .filter(|d| !d.is_zero())
+                .unwrap_or(Duration::from_secs(60));
+            details.push_str(&format!(
+                "\nThe config is applied in 'try' mode and will be automatically reverted back in {}",
+                go_duration(timeout)
+            ));
+            activate(&mut st, idx, new, false);
+            let token = st.nodes[idx].try_token;
+            let shared = shared.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(timeout).await;
+                let mut st = shared.lock();
+                let n = &st.nodes[idx];
+                if n.try_token == token && n.up {
+                    if let Some(back) = n.persisted.clone() {
+                        activate(&mut st, idx, back, true);
+                    }
+                }
+            });
+        }
+        _ => {
+            activate(&mut st, idx, new, true);
+            if maintenance {
+                // Leaving maintenance: the node installs and reboots into the configured personality.
+                drop(st);
+                shared.reboot(idx, new_uuid(), "install");
+            }
+        }
+    }
+    Ok(ApplyConfiguration { metadata: None, warnings: vec![], mode: resolved as i32, mode_details: details })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::go_duration;
+    use std::time::Duration;
+
+    #[test]
+    fn durations_like_go() {
+        assert_eq!(go_duration(Duration::from_secs(60)), "1m0s");
+        assert_eq!(go_duration(Duration::from_secs(30)), "30s");
+        assert_eq!(go_duration(Duration::from_millis(1500)), "1.5s");
+        assert_eq!(go_duration(Duration::from_secs(3600)), "1h0m0s");
+        assert_eq!(go_duration(Duration::from_millis(250)), "250ms");
+    }
+}

@@ -1,0 +1,72 @@
+//! How a simulated cluster is laid out: node counts, addresses, port, versions, timings.
+
+use std::collections::BTreeMap;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+#[derive(Clone, Debug)]
+pub struct SimConfig {
+    pub control_planes: usize,
+    pub workers: usize,
+    /// Address of the first node; the others follow (control planes first, then workers).
+    pub base_address: Ipv4Addr,
+    /// apid port every node listens on (Talos: 50000).
+    pub port: u16,
+    /// Initial Talos version of every node, e.g. `v1.13.6`.
+    pub talos_version: String,
+    /// Per-node initial version override, by node index (0-based, control planes first).
+    pub node_versions: BTreeMap<usize, String>,
+    /// How long a rebooting node stays unreachable.
+    pub reboot_downtime: Duration,
+    /// Where to serve the line-based JSON control protocol (fault injection, inspection).
+    pub control_address: Option<SocketAddr>,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            control_planes: 1,
+            workers: 0,
+            base_address: Ipv4Addr::new(127, 0, 10, 1),
+            port: 50000,
+            talos_version: "v1.13.6".into(),
+            node_versions: BTreeMap::new(),
+            reboot_downtime: Duration::from_millis(1500),
+            control_address: None,
+        }
+    }
+}
+
+impl SimConfig {
+    pub fn node_count(&self) -> usize {
+        self.control_planes + self.workers
+    }
+
+    /// Address of node `index` at start-up.
+    pub fn address_of(&self, index: usize) -> Option<Ipv4Addr> {
+        let base = u32::from(self.base_address);
+        let last = base.checked_add(u32::try_from(index).ok()?)?;
+        let addr = Ipv4Addr::from(last);
+        addr.is_loopback().then_some(addr)
+    }
+
+    pub fn validate(&self) -> anyhow::Result<()> {
+        if self.node_count() == 0 {
+            anyhow::bail!("the cluster needs at least one node");
+        }
+        if self.address_of(self.node_count() - 1).is_none() {
+            anyhow::bail!(
+                "{} nodes starting at {} do not fit in 127.0.0.0/8",
+                self.node_count(),
+                self.base_address
+            );
+        }
+        for v in std::iter::once(&self.talos_version).chain(self.node_versions.values()) {
+            crate::version::parse(v)?;
+        }
+        if let Some((i, _)) = self.node_versions.iter().find(|(i, _)| **i >= self.node_count()) {
+            anyhow::bail!("version override for node {i}, but the cluster has {} nodes", self.node_count());
+        }
+        Ok(())
+    }
+}

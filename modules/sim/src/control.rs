@@ -1,0 +1,196 @@
+//! The control protocol: one JSON object per line over TCP (loopback), one JSON reply per line.
+//! For fault injection and inspection from tests that run the `talos-sim` binary.
+//!
+//! Requests (`node` is an index or a current address):
+//! `{"op":"status"}`, `{"op":"reboot","node":0}`, `{"op":"power_on","node":0}`,
+//! `{"op":"fault","node":0,"never_return":true,"next_address":"127.0.10.50","unreachable":false,
+//!   "etcd_down":false,"reject_config":"text"}` (only the given fields change; null clears),
+//! `{"op":"clear_faults","node":0}`, `{"op":"health_fail","text":"..."}` (null clears),
+//! `{"op":"set_version","node":0,"version":"v1.10.3"}`, `{"op":"downtime","ms":1500}`.
+//! Replies: `{"ok":true,...}` or `{"ok":false,"error":"..."}`.
+
+use std::net::Ipv4Addr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpListener;
+
+use crate::state::{Faults, Shared, new_uuid};
+use crate::{NodeInfo, version};
+
+pub fn node_infos(shared: &Shared) -> Vec<NodeInfo> {
+    let st = shared.lock();
+    st.nodes
+        .iter()
+        .map(|n| NodeInfo {
+            index: n.index,
+            role: if n.planned_control_plane { "controlplane" } else { "worker" },
+            address: n.address,
+            port: shared.cfg.port,
+            hostname: n.hostname.clone(),
+            machine_type: n.active.as_ref().and_then(|c| {
+                c.v1alpha1()?.get("machine")?.get("type")?.as_str().map(String::from)
+            }),
+            maintenance: n.maintenance(),
+            up: n.up,
+            listening: n.listening(),
+            version: n.version.clone(),
+            pending_version: n.pending_version.clone(),
+            schematic: n.schematic.clone(),
+            boot_id: n.boot_id.clone(),
+            stage: n.stage.yaml_name(),
+            etcd_member: st.etcd.as_ref().is_some_and(|m| m.iter().any(|m| m.node == n.index)),
+            has_staged_config: n.persisted.as_ref().map(|p| &p.raw) != n.active.as_ref().map(|a| &a.raw),
+            images: n.images.iter().cloned().collect(),
+            faults: n.faults.clone(),
+        })
+        .collect()
+}
+
+fn check_index(shared: &Shared, index: usize) -> Result<()> {
+    let count = shared.lock().nodes.len();
+    if index >= count {
+        bail!("no node {index}: the cluster has {count} nodes");
+    }
+    Ok(())
+}
+
+pub fn update_faults(shared: &Shared, index: usize, f: impl FnOnce(&mut Faults)) -> Result<()> {
+    check_index(shared, index)?;
+    let mut st = shared.lock();
+    f(&mut st.nodes[index].faults);
+    shared.notify(&st, index);
+    Ok(())
+}
+
+pub fn set_version(shared: &Shared, index: usize, v: &str) -> Result<()> {
+    version::parse(v)?;
+    check_index(shared, index)?;
+    shared.lock().nodes[index].version = v.to_string();
+    Ok(())
+}
+
+pub fn reboot(shared: &Arc<Shared>, index: usize) -> Result<String> {
+    check_index(shared, index)?;
+    let actor = new_uuid();
+    shared.reboot(index, actor.clone(), "reboot");
+    Ok(actor)
+}
+
+pub fn power_on(shared: &Shared, index: usize) -> Result<()> {
+    check_index(shared, index)?;
+    if shared.lock().nodes[index].up {
+        bail!("node {index} is already up");
+    }
+    shared.boot(index)
+}
+
+fn node_index(shared: &Shared, req: &Value) -> Result<usize> {
+    match req.get("node") {
+        Some(Value::Number(n)) => n.as_u64().map(|n| n as usize).ok_or_else(|| anyhow!("node index must be a non-negative integer")),
+        Some(Value::String(s)) => shared.resolve(s).ok_or_else(|| anyhow!("no node with address or hostname {s:?}")),
+        _ => bail!("expected \"node\": an index or an address"),
+    }
+}
+
+fn opt_string(v: &Value) -> Result<Option<String>> {
+    match v {
+        Value::Null => Ok(None),
+        Value::String(s) => Ok(Some(s.clone())),
+        _ => bail!("expected a string or null"),
+    }
+}
+
+fn handle(shared: &Arc<Shared>, line: &str) -> Result<Value> {
+    let req: Value = serde_json::from_str(line).context("request is not JSON")?;
+    let op = req.get("op").and_then(Value::as_str).ok_or_else(|| anyhow!("expected \"op\""))?;
+    match op {
+        "status" => {
+            let nodes = node_infos(shared);
+            let health_fail = shared.lock().health_fail.clone();
+            Ok(json!({"ok": true, "nodes": nodes, "health_fail": health_fail}))
+        }
+        "reboot" => {
+            let actor = reboot(shared, node_index(shared, &req)?)?;
+            Ok(json!({"ok": true, "actor_id": actor}))
+        }
+        "power_on" => {
+            power_on(shared, node_index(shared, &req)?)?;
+            Ok(json!({"ok": true}))
+        }
+        "fault" => {
+            let idx = node_index(shared, &req)?;
+            let mut faults = shared.lock().nodes.get(idx).map(|n| n.faults.clone()).ok_or_else(|| anyhow!("no node {idx}"))?;
+            for (key, v) in req.as_object().into_iter().flatten() {
+                match key.as_str() {
+                    "op" | "node" => {}
+                    "never_return" => faults.never_return = v.as_bool().context("never_return: expected a bool")?,
+                    "unreachable" => faults.unreachable = v.as_bool().context("unreachable: expected a bool")?,
+                    "etcd_down" => faults.etcd_down = v.as_bool().context("etcd_down: expected a bool")?,
+                    "reject_config" => faults.reject_config = opt_string(v).context("reject_config")?,
+                    "next_address" => {
+                        faults.next_address = match opt_string(v).context("next_address")? {
+                            None => None,
+                            Some(s) => {
+                                let a: Ipv4Addr = s.parse().with_context(|| format!("next_address: not an IPv4 address: {s:?}"))?;
+                                if !a.is_loopback() {
+                                    bail!("next_address must be in 127.0.0.0/8");
+                                }
+                                Some(a)
+                            }
+                        }
+                    }
+                    other => bail!("unknown fault {other:?}"),
+                }
+            }
+            update_faults(shared, idx, |f| *f = faults)?;
+            Ok(json!({"ok": true}))
+        }
+        "clear_faults" => {
+            update_faults(shared, node_index(shared, &req)?, |f| *f = Faults::default())?;
+            Ok(json!({"ok": true}))
+        }
+        "health_fail" => {
+            let text = opt_string(req.get("text").unwrap_or(&Value::Null))?;
+            shared.lock().health_fail = text;
+            Ok(json!({"ok": true}))
+        }
+        "set_version" => {
+            let idx = node_index(shared, &req)?;
+            let v = req.get("version").and_then(Value::as_str).ok_or_else(|| anyhow!("expected \"version\""))?;
+            set_version(shared, idx, v)?;
+            Ok(json!({"ok": true}))
+        }
+        "downtime" => {
+            let ms = req.get("ms").and_then(Value::as_u64).ok_or_else(|| anyhow!("expected \"ms\""))?;
+            shared.lock().reboot_downtime = Duration::from_millis(ms);
+            Ok(json!({"ok": true}))
+        }
+        other => bail!("unknown op {other:?}"),
+    }
+}
+
+pub async fn serve(shared: Arc<Shared>, listener: TcpListener) {
+    loop {
+        let Ok((sock, _)) = listener.accept().await else { continue };
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let (r, mut w) = sock.into_split();
+            let mut lines = BufReader::new(r).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                if line.trim().is_empty() {
+                    continue;
+                }
+                let reply = handle(&shared, &line).unwrap_or_else(|e| json!({"ok": false, "error": format!("{e:#}")}));
+                let mut text = reply.to_string();
+                text.push('\n');
+                if w.write_all(text.as_bytes()).await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
+}

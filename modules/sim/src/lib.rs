@@ -1,0 +1,201 @@
+//! Not Talos; only the RPCs our modules call.
+//!
+//! `talos-sim` simulates a Talos cluster in one process: every node is an apid on its own loopback
+//! address (127.0.0.0/8) speaking the Talos gRPC API — maintenance mode with a self-signed
+//! certificate, mutual TLS from the applied config's OS CA, `node`/`nodes` routing, apply modes
+//! with simulated reboots, bootstrap and etcd members, upgrades, health checks, kubeconfig — plus
+//! fault injection for tests. It owns simulated state only: it never touches real machines and
+//! must not be used as a reference for wire facts (those come from `shared/talos/api.md`).
+
+mod apply;
+pub mod config;
+mod control;
+pub mod mcfg;
+pub mod pki;
+mod routing;
+mod server;
+mod services;
+mod state;
+mod tls;
+pub mod version;
+
+use std::future::Future;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use serde::Serialize;
+use tokio::task::JoinHandle;
+
+pub use config::SimConfig;
+pub use state::Faults;
+
+use state::Shared;
+
+/// What the simulator reports about a node (control endpoint `status`, `READY` line, tests).
+#[derive(Clone, Debug, Serialize)]
+pub struct NodeInfo {
+    pub index: usize,
+    /// `controlplane` or `worker`: the role this node is meant to play (from the node counts).
+    pub role: &'static str,
+    pub address: Ipv4Addr,
+    pub port: u16,
+    pub hostname: String,
+    /// machine.type of the running config; None in maintenance mode.
+    pub machine_type: Option<String>,
+    pub maintenance: bool,
+    pub up: bool,
+    pub listening: bool,
+    pub version: String,
+    pub pending_version: Option<String>,
+    pub schematic: Option<String>,
+    pub boot_id: String,
+    pub stage: &'static str,
+    pub etcd_member: bool,
+    pub has_staged_config: bool,
+    pub images: Vec<String>,
+    pub faults: Faults,
+}
+
+/// A running simulated cluster. Dropping it without [`Cluster::shutdown`] leaves the listener
+/// tasks running until the runtime stops.
+pub struct Cluster {
+    shared: Arc<Shared>,
+    tasks: Vec<JoinHandle<()>>,
+    control: Option<SocketAddr>,
+}
+
+impl Cluster {
+    /// Starts every node in maintenance mode and returns once all of them accept connections.
+    pub async fn start(cfg: SimConfig) -> Result<Cluster> {
+        cfg.validate()?;
+        for i in 0..cfg.node_count() {
+            let addr = cfg.address_of(i).context("node address")?;
+            std::net::TcpListener::bind((addr, cfg.port))
+                .with_context(|| format!("cannot listen on {addr}:{}", cfg.port))?;
+        }
+        let control_cfg = cfg.control_address;
+        let shared = Shared::new(cfg)?;
+        let mut tasks = Vec::new();
+        for i in 0..shared.run.len() {
+            tasks.push(tokio::spawn(server::run_node(shared.clone(), i)));
+        }
+        let control = match control_cfg {
+            Some(a) => {
+                let listener = tokio::net::TcpListener::bind(a)
+                    .await
+                    .with_context(|| format!("cannot listen on control address {a}"))?;
+                let local = listener.local_addr()?;
+                tasks.push(tokio::spawn(control::serve(shared.clone(), listener)));
+                Some(local)
+            }
+            None => None,
+        };
+        let cluster = Cluster { shared, tasks, control };
+        for i in 0..cluster.shared.run.len() {
+            if !cluster.wait_listening(i, Duration::from_secs(10)).await {
+                bail!("node {i} did not start listening");
+            }
+        }
+        Ok(cluster)
+    }
+
+    /// Where the control protocol listens, if configured.
+    pub fn control_address(&self) -> Option<SocketAddr> {
+        self.control
+    }
+
+    pub fn port(&self) -> u16 {
+        self.shared.cfg.port
+    }
+
+    pub fn nodes(&self) -> Vec<NodeInfo> {
+        control::node_infos(&self.shared)
+    }
+
+    pub fn node(&self, index: usize) -> Option<NodeInfo> {
+        self.nodes().into_iter().nth(index)
+    }
+
+    /// The node's current apid endpoint.
+    pub fn endpoint(&self, index: usize) -> Option<SocketAddr> {
+        let st = self.shared.lock();
+        st.nodes.get(index).map(|n| SocketAddr::from((n.address, self.shared.cfg.port)))
+    }
+
+    /// PEM of the node's current maintenance-mode CA (None once configured).
+    pub fn maintenance_ca(&self, index: usize) -> Option<String> {
+        let st = self.shared.lock();
+        st.nodes.get(index)?.tls.as_ref()?.maintenance_ca.clone()
+    }
+
+    /// Change a node's faults in place.
+    pub fn update_faults(&self, index: usize, f: impl FnOnce(&mut Faults)) -> Result<()> {
+        control::update_faults(&self.shared, index, f)
+    }
+
+    /// HealthCheck fails with this text (check "all k8s nodes to report ready") while set.
+    pub fn set_health_failure(&self, text: Option<String>) {
+        self.shared.lock().health_fail = text;
+    }
+
+    /// Sets the running Talos version of a node right away (e.g. an old node before a test).
+    pub fn set_version(&self, index: usize, version: &str) -> Result<()> {
+        control::set_version(&self.shared, index, version)
+    }
+
+    pub fn set_reboot_downtime(&self, d: Duration) {
+        self.shared.lock().reboot_downtime = d;
+    }
+
+    /// Reboot a node as if `talosctl reboot` had been called. Returns the actor id.
+    pub fn reboot(&self, index: usize) -> Result<String> {
+        control::reboot(&self.shared, index)
+    }
+
+    /// Bring a node that stayed down (fault `never_return`) back up.
+    pub fn power_on(&self, index: usize) -> Result<()> {
+        control::power_on(&self.shared, index)
+    }
+
+    /// Waits until the node accepts TCP connections on its current address.
+    pub async fn wait_listening(&self, index: usize, timeout: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            if let Some(ep) = self.endpoint(index) {
+                let listening = self.shared.lock().nodes.get(index).is_some_and(|n| n.listening());
+                if listening && tokio::net::TcpStream::connect(ep).await.is_ok() {
+                    return true;
+                }
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+
+    /// Stops every listener and background task.
+    pub async fn shutdown(self) {
+        self.shared.shutdown.send_replace(true);
+        for t in self.tasks {
+            t.abort();
+            let _ = t.await;
+        }
+    }
+}
+
+/// Runs a cluster until `shutdown` resolves. `on_ready` receives the started cluster's nodes
+/// (the binary prints them as the `READY` line).
+pub async fn run(
+    cfg: SimConfig,
+    on_ready: impl FnOnce(&Cluster),
+    shutdown: impl Future<Output = ()>,
+) -> Result<()> {
+    let cluster = Cluster::start(cfg).await?;
+    on_ready(&cluster);
+    shutdown.await;
+    cluster.shutdown().await;
+    Ok(())
+}

@@ -1,0 +1,371 @@
+//! The few machine-config facts the simulator needs, read from the applied YAML.
+//!
+//! This is deliberately small: the real parser/validator lives in `ferro-talos-config`. The simulator
+//! only needs the machine type, the CAs, names and endpoints, plus the "can apply immediately"
+//! comparison of config.md §8 and the unified diffs Talos prints.
+
+use base64::Engine;
+use serde_json::{Map, Value};
+
+/// A config as applied to a node: the exact bytes plus the decoded documents.
+#[derive(Clone)]
+pub struct StoredConfig {
+    pub raw: Vec<u8>,
+    pub docs: Vec<Value>,
+}
+
+// Secrets live inside; never print them.
+impl std::fmt::Debug for StoredConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "StoredConfig({} bytes)", self.raw.len())
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MachineType {
+    Init,
+    ControlPlane,
+    Worker,
+}
+
+impl MachineType {
+    pub fn is_control_plane(self) -> bool {
+        matches!(self, MachineType::Init | MachineType::ControlPlane)
+    }
+}
+
+fn is_v1alpha1(doc: &Value) -> bool {
+    doc.get("kind").is_none() && doc.get("version").and_then(Value::as_str) == Some("v1alpha1")
+}
+
+fn decode_b64_pem(v: Option<&Value>) -> Option<String> {
+    let s = v?.as_str()?.trim();
+    if s.is_empty() {
+        return None;
+    }
+    let bytes = base64::engine::general_purpose::STANDARD.decode(s).ok()?;
+    String::from_utf8(bytes).ok().filter(|p| p.contains("-----BEGIN"))
+}
+
+fn get_path<'a>(doc: &'a Value, path: &[&str]) -> Option<&'a Value> {
+    path.iter().try_fold(doc, |v, k| v.get(*k))
+}
+
+impl StoredConfig {
+    /// Decodes every YAML document. Errors read like Talos's decoder messages.
+    pub fn parse(raw: &[u8]) -> Result<StoredConfig, String> {
+        let text = std::str::from_utf8(raw)
+            .map_err(|_| "failed to decode configuration: input is not valid UTF-8".to_string())?;
+        let parsed: Vec<Value> = serde_saphyr::from_multiple(text)
+            .map_err(|e| format!("failed to decode configuration: {e}"))?;
+        let docs: Vec<Value> = parsed.into_iter().filter(|d| !d.is_null()).collect();
+        if docs.is_empty() {
+            return Err("failed to decode configuration: empty configuration".into());
+        }
+        let mut seen = std::collections::HashSet::new();
+        for doc in &docs {
+            if !doc.is_object() {
+                return Err("failed to decode configuration: document is not a mapping".into());
+            }
+            if is_v1alpha1(doc) {
+                if !seen.insert("v1alpha1".to_string()) {
+                    return Err("duplicate v1alpha1 document is not allowed".into());
+                }
+                continue;
+            }
+            let Some(kind) = doc.get("kind").and_then(Value::as_str) else {
+                return Err("missing kind".into());
+            };
+            let name = doc.get("name").and_then(Value::as_str).unwrap_or("");
+            if !seen.insert(format!("{kind}/{name}")) {
+                return Err(format!("duplicate document {kind}/{name} is not allowed"));
+            }
+        }
+        Ok(StoredConfig { raw: raw.to_vec(), docs })
+    }
+
+    pub fn v1alpha1(&self) -> Option<&Value> {
+        self.docs.iter().find(|d| is_v1alpha1(d))
+    }
+
+    fn v1(&self, path: &[&str]) -> Option<&Value> {
+        self.v1alpha1().and_then(|d| get_path(d, path))
+    }
+
+    pub fn machine_type(&self) -> Option<MachineType> {
+        match self.v1(&["machine", "type"])?.as_str()? {
+            "init" => Some(MachineType::Init),
+            "controlplane" => Some(MachineType::ControlPlane),
+            "worker" => Some(MachineType::Worker),
+            _ => None,
+        }
+    }
+
+    /// The OS CA certificate and (control planes only) its key, as PEM.
+    pub fn os_ca(&self) -> Option<(String, Option<String>)> {
+        let crt = decode_b64_pem(self.v1(&["machine", "ca", "crt"]))?;
+        Some((crt, decode_b64_pem(self.v1(&["machine", "ca", "key"]))))
+    }
+
+    pub fn accepted_cas(&self) -> Vec<String> {
+        self.v1(&["machine", "acceptedCAs"])
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(|c| decode_b64_pem(c.get("crt"))).collect())
+            .unwrap_or_default()
+    }
+
+    /// Kubernetes CA (cluster.ca) certificate and key, as PEM.
+    pub fn k8s_ca(&self) -> Option<(String, String)> {
+        Some((
+            decode_b64_pem(self.v1(&["cluster", "ca", "crt"]))?,
+            decode_b64_pem(self.v1(&["cluster", "ca", "key"]))?,
+        ))
+    }
+
+    pub fn cluster_name(&self) -> String {
+        self.v1(&["cluster", "clusterName"])
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    }
+
+    pub fn endpoint(&self) -> String {
+        self.v1(&["cluster", "controlPlane", "endpoint"])
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    }
+
+    pub fn cert_sans(&self) -> Vec<String> {
+        self.v1(&["machine", "certSANs"])
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(|v| v.as_str().map(String::from)).collect())
+            .unwrap_or_default()
+    }
+
+    pub fn install_image(&self) -> Option<String> {
+        self.v1(&["machine", "install", "image"])
+            .and_then(Value::as_str)
+            .map(String::from)
+    }
+
+    pub fn hostname(&self) -> Option<String> {
+        if let Some(h) = self.v1(&["machine", "network", "hostname"]).and_then(Value::as_str) {
+            return Some(h.to_string());
+        }
+        self.docs
+            .iter()
+            .find(|d| d.get("kind").and_then(Value::as_str) == Some("HostnameConfig"))
+            .and_then(|d| d.get("hostname"))
+            .and_then(Value::as_str)
+            .map(String::from)
+    }
+
+    /// The part of Talos's validation the simulator can check without the schema.
+    pub fn validate(&self, maintenance: bool) -> Result<(), String> {
+        let Some(v1) = self.v1alpha1() else {
+            if maintenance {
+                return Ok(());
+            }
+            return Err("the applied machine configuration doesn't contain v1alpha1 config, did you mean to patch the machine config instead?".into());
+        };
+        let mut errors = Vec::new();
+        match v1.get("machine").and_then(|m| m.get("type")).and_then(Value::as_str) {
+            Some("init" | "controlplane" | "worker") => {}
+            Some(other) => errors.push(format!("unknown machine type: {other:?}")),
+            None => errors.push("machine type is required".to_string()),
+        }
+        if self.os_ca().is_none() {
+            errors.push("machine.ca.crt is required".to_string());
+        }
+        match self.endpoint() {
+            e if e.is_empty() => errors.push("cluster.controlPlane.endpoint is required".to_string()),
+            e if !e.starts_with("https://") => {
+                errors.push(format!("cluster.controlPlane.endpoint must be an https URL: {e:?}"))
+            }
+            _ => {}
+        }
+        if self.machine_type().is_some_and(MachineType::is_control_plane)
+            && self.os_ca().and_then(|(_, k)| k).is_none()
+        {
+            errors.push("machine.ca.key is required on control plane nodes".to_string());
+        }
+        if errors.is_empty() {
+            return Ok(());
+        }
+        Err(multi_error(&errors))
+    }
+}
+
+/// go-multierror's text, as Talos prints aggregated validation errors.
+pub fn multi_error(errors: &[String]) -> String {
+    let noun = if errors.len() == 1 { "error" } else { "errors" };
+    let mut s = format!("{} {noun} occurred:", errors.len());
+    for e in errors {
+        s.push_str(&format!("\n\t* {e}"));
+    }
+    s.push_str("\n\n");
+    s
+}
+
+/// v1alpha1 subtrees that may change without a reboot (config.md §8).
+const LIVE_MACHINE_KEYS: &[&str] = &[
+    "ca",
+    "acceptedCAs",
+    "time",
+    "certSANs",
+    "install",
+    "network",
+    "sysfs",
+    "sysctls",
+    "logging",
+    "controlPlane",
+    "kubelet",
+    "kernel",
+    "registries",
+    "pods",
+    "seccompProfiles",
+    "nodeAnnotations",
+    "nodeLabels",
+    "nodeTaints",
+];
+const LIVE_FEATURE_KEYS: &[&str] = &[
+    "kubernetesTalosAPIAccess",
+    "kubePrism",
+    "hostDNS",
+    "imageCache",
+    "nodeAddressSortAlgorithm",
+];
+
+fn copy_key(from: Option<&Map<String, Value>>, to: &mut Map<String, Value>, key: &str) {
+    match from.and_then(|m| m.get(key)) {
+        Some(v) => {
+            to.insert(key.to_string(), v.clone());
+        }
+        None => {
+            to.remove(key);
+        }
+    }
+}
+
+/// The new v1alpha1 document with every live-changeable subtree taken from the old one, so
+/// that what still differs is what needs a reboot.
+fn mask_live(old: &Value, new: &Value) -> Value {
+    let mut masked = new.clone();
+    let Some(top) = masked.as_object_mut() else {
+        return masked;
+    };
+    let old_top = old.as_object();
+    copy_key(old_top, top, "debug");
+    copy_key(old_top, top, "cluster");
+    let old_machine = old.get("machine").and_then(Value::as_object);
+    if let Some(machine) = top.get_mut("machine").and_then(Value::as_object_mut) {
+        for key in LIVE_MACHINE_KEYS {
+            copy_key(old_machine, machine, key);
+        }
+        let old_features = old_machine.and_then(|m| m.get("features")).and_then(Value::as_object);
+        if let (Some(of), Some(features)) = (
+            old_features,
+            machine.get_mut("features").and_then(Value::as_object_mut),
+        ) {
+            for key in LIVE_FEATURE_KEYS {
+                copy_key(Some(of), features, key);
+            }
+        }
+    }
+    masked
+}
+
+/// `None` when the change can be applied immediately, otherwise the diff Talos shows.
+pub fn reboot_diff(old: &StoredConfig, new: &StoredConfig) -> Option<String> {
+    let (Some(o), Some(n)) = (old.v1alpha1(), new.v1alpha1()) else {
+        // Changes confined to other documents never need a reboot.
+        return None;
+    };
+    let masked = mask_live(o, n);
+    if &masked == o {
+        return None;
+    }
+    Some(unified(&to_yaml(o), &to_yaml(&masked)))
+}
+
+// Talos renders configs with 4-space indentation and lists indented under their key.
+fn yaml_options() -> serde_saphyr::SerializerOptions {
+    let mut o = serde_saphyr::SerializerOptions::default();
+    o.indent_step = 4;
+    o.compact_list_indent = false;
+    o
+}
+
+fn to_yaml(v: &Value) -> String {
+    serde_saphyr::to_string_with_options(v, yaml_options()).unwrap_or_default()
+}
+
+fn docs_yaml(cfg: &StoredConfig) -> String {
+    serde_saphyr::to_string_multiple_with_options(&cfg.docs, yaml_options()).unwrap_or_default()
+}
+
+/// Unified diff with Talos's `--- a` / `+++ b` headers.
+pub fn unified(old: &str, new: &str) -> String {
+    similar::TextDiff::from_lines(old, new)
+        .unified_diff()
+        .context_radius(3)
+        .header("a", "b")
+        .to_string()
+}
+
+/// The dry-run "Config diff" body: whole configs, comments stripped, or `No changes.`.
+pub fn dry_run_diff(old: Option<&StoredConfig>, new: &StoredConfig) -> String {
+    let before = old.map(docs_yaml).unwrap_or_default();
+    let after = docs_yaml(new);
+    if before == after {
+        return "No changes.".into();
+    }
+    unified(&before, &after)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CP: &str = include_str!(
+        "../../../../shared/talos/fixtures/v1.13.6/stability-v1.13-base-controlplane.yaml"
+    );
+
+    #[test]
+    fn parses_fixture() {
+        let c = StoredConfig::parse(CP.as_bytes()).unwrap();
+        assert_eq!(c.machine_type(), Some(MachineType::ControlPlane));
+        assert_eq!(c.cluster_name(), "base");
+        assert_eq!(c.endpoint(), "https://base:6443");
+        let (crt, key) = c.os_ca().unwrap();
+        assert!(crt.starts_with("-----BEGIN CERTIFICATE-----"));
+        assert!(key.unwrap().contains("ED25519 PRIVATE KEY"));
+        assert!(c.k8s_ca().is_some());
+        c.validate(false).unwrap();
+    }
+
+    #[test]
+    fn live_vs_reboot() {
+        let old = StoredConfig::parse(CP.as_bytes()).unwrap();
+        let live = CP.replace("certSANs: []", "certSANs: [\"10.0.0.1\"]");
+        let live = StoredConfig::parse(live.as_bytes()).unwrap();
+        assert_eq!(reboot_diff(&old, &live), None);
+        let reboot = CP.replace("token: d8cwfa.eyvpi0xwxyarbfid", "token: aaaaaa.bbbbbbbbbbbbbbbb");
+        let reboot = StoredConfig::parse(reboot.as_bytes()).unwrap();
+        let diff = reboot_diff(&old, &reboot).unwrap();
+        assert!(diff.starts_with("--- a\n+++ b\n@@ "), "{diff}");
+        assert!(diff.contains("-    token: d8cwfa.eyvpi0xwxyarbfid"), "{diff}");
+    }
+
+    #[test]
+    fn rejects_bad_documents() {
+        assert!(StoredConfig::parse(b"foo: [").is_err());
+        assert_eq!(
+            StoredConfig::parse(b"apiVersion: v1alpha1\nname: x\n").unwrap_err(),
+            "missing kind"
+        );
+        let worker_only = StoredConfig::parse(b"apiVersion: v1alpha1\nkind: HostnameConfig\nhostname: a\n").unwrap();
+        assert!(worker_only.validate(false).unwrap_err().contains("doesn't contain v1alpha1"));
+    }
+}

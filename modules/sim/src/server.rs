@@ -1,0 +1,102 @@
+//! apid's listener, one per node: binds `<node address>:<port>` while the node is up, does the TLS
+//! handshake with the node's current personality and serves gRPC over the accepted streams.
+//! A reboot drops the listener and every open connection, as a real node going away does.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::service::TowerToHyperService;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinSet;
+
+use crate::routing::Ctx;
+use crate::services;
+use crate::state::Shared;
+
+const MAX_MESSAGE: usize = 32 * 1024 * 1024;
+
+pub async fn run_node(shared: Arc<Shared>, idx: usize) {
+    let (Some(run_tx), port) = (shared.run.get(idx), shared.cfg.port) else {
+        return;
+    };
+    let mut run = run_tx.subscribe();
+    let mut shutdown = shared.shutdown.subscribe();
+    loop {
+        if *shutdown.borrow() {
+            return;
+        }
+        let rs = run.borrow_and_update().clone();
+        if !rs.listening {
+            tokio::select! {
+                r = run.changed() => if r.is_err() { return },
+                _ = shutdown.changed() => return,
+            }
+            continue;
+        }
+        let listener = match TcpListener::bind((rs.address, port)).await {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("talos-sim: node {idx} cannot listen on {}:{port}: {e}", rs.address);
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_millis(250)) => {},
+                    _ = run.changed() => {},
+                    _ = shutdown.changed() => return,
+                }
+                continue;
+            }
+        };
+        let mut conns = JoinSet::new();
+        loop {
+            tokio::select! {
+                acc = listener.accept() => {
+                    if let Ok((tcp, _)) = acc {
+                        conns.spawn(serve_conn(shared.clone(), idx, tcp));
+                    }
+                }
+                r = run.changed() => {
+                    if r.is_err() || *run.borrow() != rs {
+                        break;
+                    }
+                }
+                _ = shutdown.changed() => {
+                    conns.abort_all();
+                    return;
+                }
+                Some(_) = conns.join_next(), if !conns.is_empty() => {}
+            }
+        }
+        // The node went away (reboot, unreachable, moved): close everything.
+        conns.abort_all();
+        drop(listener);
+    }
+}
+
+async fn serve_conn(shared: Arc<Shared>, idx: usize, tcp: TcpStream) {
+    let node_tls = {
+        let st = shared.lock();
+        st.nodes.get(idx).and_then(|n| n.tls.clone())
+    };
+    let Some(node_tls) = node_tls else { return };
+    let acceptor = tokio_rustls::TlsAcceptor::from(node_tls.config.clone());
+    let Ok(Ok(tls)) = tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await else {
+        return;
+    };
+    let roles = if node_tls.maintenance {
+        // Maintenance mode: every peer is a reader.
+        vec!["os:reader".to_string()]
+    } else {
+        tls.get_ref()
+            .1
+            .peer_certificates()
+            .and_then(|c| c.first())
+            .map(|c| crate::pki::roles_of(c))
+            .unwrap_or_default()
+    };
+    let ctx = Ctx { shared, endpoint: idx, roles: Arc::new(roles), maintenance: node_tls.maintenance };
+    let routes = services::routes(ctx, MAX_MESSAGE);
+    let svc = TowerToHyperService::new(routes);
+    let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+        .serve_connection(TokioIo::new(tls), svc)
+        .await;
+}

@@ -1,0 +1,233 @@
+//! `cosi.resource.State` Get/List/Watch (api.md §8) for the few resources our modules read:
+//! the machine config (sensitive), the machine type and the machine status. Writes are refused.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
+
+use ferro_talos_proto::cosi::resource::state_server::State as CosiState;
+use ferro_talos_proto::cosi::resource::*;
+use ferro_talos_proto::resource::config::{MachineConfigSpec, MachineTypeSpec};
+use ferro_talos_proto::resource::runtime::{MachineStatusSpec, MachineStatusStatus};
+use prost::Message;
+use tokio::sync::mpsc;
+use tonic::{Request, Response, Status};
+
+use crate::mcfg::MachineType;
+use crate::routing::{BoxStream, Ctx, Target};
+use crate::state::{Shared, Stage};
+
+pub struct Cosi(pub Ctx);
+
+const MC: (&str, &str) = ("config", "MachineConfigs.config.talos.dev");
+const MT: (&str, &str) = ("config", "MachineTypes.config.talos.dev");
+const MS: (&str, &str) = ("runtime", "MachineStatuses.runtime.talos.dev");
+const NAMESPACES: &[&str] = &["config", "runtime", "network", "k8s", "cluster", "secrets", "meta", "etcd", "v1alpha1"];
+
+fn meta(ns: &str, ty: &str, id: &str, version: u64, at: SystemTime) -> Metadata {
+    Metadata {
+        namespace: ns.into(),
+        r#type: ty.into(),
+        id: id.into(),
+        version: version.to_string(),
+        owner: String::new(),
+        phase: "running".into(),
+        created: Some(at.into()),
+        updated: Some(at.into()),
+        finalizers: vec![],
+        labels: Default::default(),
+        annotations: Default::default(),
+    }
+}
+
+fn yaml_string(s: &str) -> String {
+    serde_saphyr::to_string(&s.to_string()).unwrap_or_default()
+}
+
+/// Checks namespace/type registration and sensitivity (Talos's access filter).
+fn check_access(t: &Target, ns: &str, ty: &str) -> Result<(), Status> {
+    if !NAMESPACES.contains(&ns) {
+        return Err(Status::permission_denied(format!("namespace {ns:?} is not supported")));
+    }
+    if ![MC, MT, MS].iter().any(|(n, y)| *n == ns && *y == ty) {
+        return Err(Status::permission_denied(format!("resource type {ty:?} is not supported")));
+    }
+    if (ns, ty) == MC && !t.is_admin() {
+        return Err(Status::permission_denied("not authorized"));
+    }
+    Ok(())
+}
+
+/// Every resource of (ns, type) on the node, by id.
+fn resources(shared: &Shared, idx: usize, ns: &str, ty: &str) -> BTreeMap<String, Resource> {
+    let st = shared.lock();
+    let n = &st.nodes[idx];
+    let mut out = BTreeMap::new();
+    if (ns, ty) == MC {
+        let mut add = |id: &str, cfg: &crate::mcfg::StoredConfig, version: u64| {
+            let text = String::from_utf8_lossy(&cfg.raw).into_owned();
+            let mut m = meta(ns, ty, id, version, n.config_updated);
+            m.annotations.insert("talos.dev/yaml-spec".into(), "1".into());
+            let spec = Spec {
+                proto_spec: MachineConfigSpec { yaml_marshalled: cfg.raw.clone() }.encode_to_vec(),
+                yaml_spec: yaml_string(&text),
+            };
+            out.insert(id.to_string(), Resource { metadata: Some(m), spec: Some(spec) });
+        };
+        if let Some(a) = &n.active {
+            add("v1alpha1", a, n.config_version);
+        }
+        if let Some(p) = &n.persisted
+            && n.active.as_ref().map(|a| &a.raw) != Some(&p.raw)
+        {
+            add("persistent", p, n.config_version + 1);
+        }
+    } else if (ns, ty) == MT {
+        let (value, name) = match n.machine_type() {
+            None => (0, "unknown"),
+            Some(MachineType::Init) => (1, "init"),
+            Some(MachineType::ControlPlane) => (2, "controlplane"),
+            Some(MachineType::Worker) => (3, "worker"),
+        };
+        let spec = Spec {
+            proto_spec: MachineTypeSpec { machine_type: value }.encode_to_vec(),
+            yaml_spec: format!("{name}\n"),
+        };
+        out.insert(
+            "machine-type".into(),
+            Resource { metadata: Some(meta(ns, ty, "machine-type", n.config_version + 1, n.config_updated)), spec: Some(spec) },
+        );
+    } else if (ns, ty) == MS {
+        let ready = matches!(n.stage, Stage::Running | Stage::Maintenance);
+        let spec = MachineStatusSpec {
+            stage: n.stage.proto() as i32,
+            status: Some(MachineStatusStatus { ready, unmet_conditions: vec![] }),
+        };
+        let yaml = format!("stage: {}\nstatus:\n    ready: {ready}\n", n.stage.yaml_name());
+        let version = n.generation * 8 + n.stage.proto() as u64;
+        out.insert(
+            "machine".into(),
+            Resource {
+                metadata: Some(meta(ns, ty, "machine", version, SystemTime::now())),
+                spec: Some(Spec { proto_spec: spec.encode_to_vec(), yaml_spec: yaml }),
+            },
+        );
+    }
+    out
+}
+
+fn version_of(r: &Resource) -> String {
+    r.metadata.as_ref().map(|m| m.version.clone()).unwrap_or_default()
+}
+
+fn event(resource: Resource, ty: EventType, old: Option<Resource>) -> WatchResponse {
+    WatchResponse {
+        event: vec![Event { resource: Some(resource), event_type: ty as i32, old, error: None, bookmark: None }],
+    }
+}
+
+#[tonic::async_trait]
+impl CosiState for Cosi {
+    async fn get(&self, request: Request<GetRequest>) -> Result<Response<GetResponse>, Status> {
+        let t = self.0.single(request.metadata(), "/cosi.resource.State/Get")?;
+        let r = request.get_ref();
+        check_access(&t, &r.namespace, &r.r#type)?;
+        let mut all = resources(&self.0.shared, t.idx, &r.namespace, &r.r#type);
+        match all.remove(&r.id) {
+            Some(resource) => Ok(Response::new(GetResponse { resource: Some(resource) })),
+            None => Err(Status::not_found(format!(
+                "resource {}({}/{}@undefined) doesn't exist",
+                r.r#type, r.namespace, r.id
+            ))),
+        }
+    }
+
+    type ListStream = BoxStream<ListResponse>;
+    async fn list(&self, request: Request<ListRequest>) -> Result<Response<Self::ListStream>, Status> {
+        let t = self.0.single(request.metadata(), "/cosi.resource.State/List")?;
+        let r = request.get_ref();
+        check_access(&t, &r.namespace, &r.r#type)?;
+        let items: Vec<Result<ListResponse, Status>> = resources(&self.0.shared, t.idx, &r.namespace, &r.r#type)
+            .into_values()
+            .map(|resource| Ok(ListResponse { resource: Some(resource) }))
+            .collect();
+        Ok(Response::new(Box::pin(tokio_stream::iter(items))))
+    }
+
+    type WatchStream = BoxStream<WatchResponse>;
+    async fn watch(&self, request: Request<WatchRequest>) -> Result<Response<Self::WatchStream>, Status> {
+        let t = self.0.single(request.metadata(), "/cosi.resource.State/Watch")?;
+        let r = request.get_ref().clone();
+        check_access(&t, &r.namespace, &r.r#type)?;
+        let shared = self.0.shared.clone();
+        let (tx, rx) = mpsc::channel(16);
+        tokio::spawn(async move {
+            let current = |shared: &Shared| {
+                let mut all = resources(shared, t.idx, &r.namespace, &r.r#type);
+                if let Some(id) = &r.id {
+                    all.retain(|k, _| k == id);
+                }
+                all
+            };
+            if tx.send(Ok(WatchResponse { event: vec![] })).await.is_err() {
+                return;
+            }
+            let mut seen = current(&shared);
+            if let Some(id) = &r.id {
+                let first = match seen.get(id) {
+                    Some(res) => event(res.clone(), EventType::Created, None),
+                    None => event(
+                        Resource { metadata: Some(meta(&r.namespace, &r.r#type, id, 0, SystemTime::now())), spec: None },
+                        EventType::Destroyed,
+                        None,
+                    ),
+                };
+                if tx.send(Ok(first)).await.is_err() {
+                    return;
+                }
+            } else if r.options.as_ref().is_some_and(|o| o.bootstrap_contents) {
+                for res in seen.values() {
+                    if tx.send(Ok(event(res.clone(), EventType::Created, None))).await.is_err() {
+                        return;
+                    }
+                }
+                if r.api_version >= 1 {
+                    let boot = WatchResponse {
+                        event: vec![Event { resource: None, event_type: EventType::Bootstrapped as i32, old: None, error: None, bookmark: None }],
+                    };
+                    if tx.send(Ok(boot)).await.is_err() {
+                        return;
+                    }
+                }
+            }
+            loop {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                if tx.is_closed() {
+                    return;
+                }
+                let now = current(&shared);
+                let mut out = Vec::new();
+                for (id, res) in &now {
+                    match seen.get(id) {
+                        None => out.push(event(res.clone(), EventType::Created, None)),
+                        Some(old) if version_of(old) != version_of(res) || old.spec != res.spec => {
+                            out.push(event(res.clone(), EventType::Updated, Some(old.clone())))
+                        }
+                        _ => {}
+                    }
+                }
+                for (id, old) in &seen {
+                    if !now.contains_key(id) {
+                        out.push(event(old.clone(), EventType::Destroyed, None));
+                    }
+                }
+                for e in out {
+                    if tx.send(Ok(e)).await.is_err() {
+                        return;
+                    }
+                }
+                seen = now;
+            }
+        });
+        Ok(Response::new(Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))))
+    }
+}

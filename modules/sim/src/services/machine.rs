@@ -1,0 +1,672 @@
+//! `machine.MachineService`: the methods our modules call (api.md §5, §13.2, §15, §17, §18).
+
+use std::io::Write;
+use std::time::{Duration, Instant, SystemTime};
+
+use ferro_talos_proto::common::Data;
+use ferro_talos_proto::machine::machine_service_server::MachineService;
+use ferro_talos_proto::machine::*;
+use tokio_stream::StreamExt;
+use tonic::{Request, Response, Status};
+
+use crate::routing::{BoxStream, Ctx, Target};
+use crate::state::{self, Shared, new_uuid, services_for};
+use crate::{apply, impl_item, pki, version};
+
+impl_item!(
+    ApplyConfiguration,
+    Bootstrap,
+    Upgrade,
+    Version,
+    Hostname,
+    ServiceList,
+    ServiceStart,
+    ServiceStop,
+    ServiceRestart,
+    Reboot,
+    EtcdMembers,
+    EtcdStatus,
+    EtcdRemoveMemberById,
+    EtcdLeaveCluster,
+    EtcdForfeitLeadership,
+    Reset,
+    Memory,
+    GenerateClientConfiguration,
+    ImagePull,
+    Event,
+    Data,
+);
+
+pub struct Machine(pub Ctx);
+
+const P: &str = "/machine.MachineService/";
+
+fn path(m: &str) -> String {
+    format!("{P}{m}")
+}
+
+fn one<T>(item: T) -> Result<Vec<T>, Status> {
+    Ok(vec![item])
+}
+
+/// Every etcd API first checks the machine type (api.md §5.10).
+fn etcd_node_check(shared: &Shared, t: &Target, api: &str) -> Result<(), Status> {
+    let st = shared.lock();
+    let n = &st.nodes[t.idx];
+    match n.machine_type() {
+        None => Err(Status::unimplemented(format!("machine type is not set, cannot use {api} API"))),
+        Some(mt) if !mt.is_control_plane() => {
+            Err(Status::unimplemented(format!("{api} is only available on control plane nodes")))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn etcd_refused(ip: &str) -> Status {
+    Status::unavailable(format!(
+        "connection error: desc = \"transport: Error while dialing: dial tcp {ip}:2379: connect: connection refused\""
+    ))
+}
+
+fn sha_of(tag: &str) -> String {
+    use sha2::Digest;
+    hex::encode(&sha2::Sha256::digest(tag.as_bytes())[..4])
+}
+
+fn ts(t: SystemTime) -> prost_types::Timestamp {
+    prost_types::Timestamp::from(t)
+}
+
+fn chunks(bytes: Vec<u8>, size: usize) -> BoxStream<Data> {
+    let items: Vec<Result<Data, Status>> = bytes
+        .chunks(size)
+        .map(|c| Ok(Data { metadata: None, bytes: c.to_vec() }))
+        .collect();
+    Box::pin(tokio_stream::iter(items))
+}
+
+fn kubeconfig(shared: &Shared, t: &Target) -> Result<Vec<u8>, Status> {
+    let cfg = {
+        let st = shared.lock();
+        let n = &st.nodes[t.idx];
+        match n.machine_type() {
+            None => return Err(Status::unimplemented("machine type is not set, cannot use kubeconfig API")),
+            Some(mt) if !mt.is_control_plane() => {
+                return Err(Status::unimplemented("kubeconfig is only available on control plane nodes"));
+            }
+            _ => {}
+        }
+        n.active.clone().ok_or_else(|| Status::internal("no config"))?
+    };
+    let Some((ca_crt, ca_key)) = cfg.k8s_ca() else {
+        return Err(Status::failed_precondition("k8s API server CA config is not set"));
+    };
+    let issued = pki::kubeconfig_admin_cert(&ca_crt, &ca_key)
+        .map_err(|e| Status::internal(format!("failed to generate kubeconfig: {e}")))?;
+    let b64 = |s: &str| {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD.encode(s.as_bytes())
+    };
+    let name = cfg.cluster_name();
+    let text = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n    - name: {name}\n      cluster:\n        server: {server}\n        certificate-authority-data: {ca}\nusers:\n    - name: admin@{name}\n      user:\n        client-certificate-data: {crt}\n        client-key-data: {key}\ncontexts:\n    - context:\n        cluster: {name}\n        namespace: default\n        user: admin@{name}\n      name: admin@{name}\ncurrent-context: admin@{name}\n",
+        server = cfg.endpoint(),
+        ca = b64(&ca_crt),
+        crt = b64(&issued.cert_pem),
+        key = b64(&issued.key_pem),
+    );
+    let mut tar = tar::Builder::new(flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default()));
+    let mut header = tar::Header::new_gnu();
+    header.set_size(text.len() as u64);
+    header.set_mode(0o600);
+    header.set_mtime(SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0));
+    header.set_cksum();
+    let archive = (|| -> std::io::Result<Vec<u8>> {
+        tar.append_data(&mut header, "kubeconfig", text.as_bytes())?;
+        let mut gz = tar.into_inner()?;
+        gz.flush()?;
+        gz.finish()
+    })()
+    .map_err(|e| Status::internal(format!("failed to build kubeconfig archive: {e}")))?;
+    Ok(archive)
+}
+
+fn service_info(id: &str, state: &str, healthy: Option<bool>, msg: &str, at: SystemTime) -> ServiceInfo {
+    ServiceInfo {
+        id: id.into(),
+        state: state.into(),
+        events: Some(ServiceEvents {
+            events: vec![ServiceEvent { msg: msg.into(), state: state.into(), ts: Some(ts(at)) }],
+        }),
+        health: Some(ServiceHealth {
+            unknown: healthy.is_none(),
+            healthy: healthy.unwrap_or(false),
+            last_message: String::new(),
+            last_change: Some(ts(at)),
+        }),
+    }
+}
+
+impl Machine {
+    fn shared(&self) -> &std::sync::Arc<Shared> {
+        &self.0.shared
+    }
+
+    fn events_stream(&self, t: &Target, req: &EventsRequest) -> Result<BoxStream<Event>, Status> {
+        let set = [req.tail_events != 0, !req.tail_id.is_empty(), req.tail_seconds != 0]
+            .iter()
+            .filter(|b| **b)
+            .count();
+        if set > 1 {
+            return Err(Status::invalid_argument("only one of tail_events, tail_id, tail_seconds can be set"));
+        }
+        let actor = req.with_actor_id.clone();
+        let (past, rx) = {
+            let st = self.shared().lock();
+            let rx = self.shared().events[t.idx].subscribe();
+            let evs = &st.nodes[t.idx].events;
+            let past: Vec<state::EventRec> = if req.tail_events < 0 {
+                evs.clone()
+            } else if req.tail_events > 0 {
+                let n = req.tail_events as usize;
+                evs[evs.len().saturating_sub(n)..].to_vec()
+            } else if !req.tail_id.is_empty() {
+                evs.iter().filter(|e| e.id > req.tail_id).cloned().collect()
+            } else if req.tail_seconds > 0 {
+                let since = Instant::now().checked_sub(Duration::from_secs(req.tail_seconds as u64));
+                evs.iter().filter(|e| since.is_none_or(|s| e.at >= s)).cloned().collect()
+            } else {
+                Vec::new()
+            };
+            (past, rx)
+        };
+        let to_event = |e: state::EventRec| Event {
+            metadata: None,
+            data: Some(e.data),
+            id: e.id,
+            actor_id: e.actor_id,
+        };
+        let matches = {
+            let actor = actor.clone();
+            move |e: &state::EventRec| actor.is_empty() || e.actor_id == actor
+        };
+        let hello = Event {
+            metadata: None,
+            data: Some(prost_types::Any::default()),
+            id: String::new(),
+            actor_id: actor.clone(),
+        };
+        let replay: Vec<Result<Event, Status>> =
+            past.into_iter().filter(|e| matches(e)).map(|e| Ok(to_event(e))).collect();
+        let live = tokio_stream::wrappers::BroadcastStream::new(rx).filter_map(move |r| match r {
+            Ok(e) if matches(&e) => Some(Ok(to_event(e))),
+            _ => None,
+        });
+        Ok(Box::pin(tokio_stream::once(Ok(hello)).chain(tokio_stream::iter(replay)).chain(live)))
+    }
+}
+
+#[tonic::async_trait]
+impl MachineService for Machine {
+    async fn apply_configuration(
+        &self,
+        request: Request<ApplyConfigurationRequest>,
+    ) -> Result<Response<ApplyConfigurationResponse>, Status> {
+        let req = request.get_ref();
+        let shared = self.shared().clone();
+        let messages = self.0.unary(request.metadata(), &path("ApplyConfiguration"), |t| {
+            one(apply::apply(&shared, t, req)?)
+        })?;
+        Ok(Response::new(ApplyConfigurationResponse { messages }))
+    }
+
+    async fn bootstrap(&self, request: Request<BootstrapRequest>) -> Result<Response<BootstrapResponse>, Status> {
+        let shared = self.shared().clone();
+        let messages = self.0.unary(request.metadata(), &path("Bootstrap"), |t| {
+            let mut st = shared.lock();
+            let n = &st.nodes[t.idx];
+            match n.machine_type() {
+                None => return Err(Status::unimplemented("machine type is not set, cannot use bootstrap API")),
+                Some(mt) if !mt.is_control_plane() => {
+                    return Err(Status::unimplemented("bootstrap is only available on control plane nodes"));
+                }
+                _ => {}
+            }
+            if n.etcd_data {
+                return Err(Status::already_exists("etcd data directory is not empty"));
+            }
+            st.etcd = Some(vec![state::EtcdMember { node: t.idx, id: rand::random::<u64>() >> 1 }]);
+            st.nodes[t.idx].etcd_data = true;
+            shared.sync_etcd(&mut st);
+            let ev = state::service_event("etcd", service_state_event::Action::Running, "Health check successful");
+            shared.publish(&mut st, t.idx, "", ev);
+            one(Bootstrap { metadata: None })
+        })?;
+        Ok(Response::new(BootstrapResponse { messages }))
+    }
+
+    type EventsStream = BoxStream<Event>;
+    async fn events(&self, request: Request<EventsRequest>) -> Result<Response<Self::EventsStream>, Status> {
+        let req = request.get_ref();
+        let s = self.0.streaming(request.metadata(), &path("Events"), |t| self.events_stream(t, req))?;
+        Ok(Response::new(s))
+    }
+
+    async fn etcd_member_list(
+        &self,
+        request: Request<EtcdMemberListRequest>,
+    ) -> Result<Response<EtcdMemberListResponse>, Status> {
+        let shared = self.shared().clone();
+        let query_local = request.get_ref().query_local;
+        let messages = self.0.unary(request.metadata(), &path("EtcdMemberList"), |t| {
+            etcd_node_check(&shared, t, "member list")?;
+            let st = shared.lock();
+            let me = &st.nodes[t.idx];
+            let Some(members) = st.etcd.as_ref() else {
+                return Err(etcd_refused(&me.address.to_string()));
+            };
+            if query_local && (!me.etcd_data || me.faults.etcd_down) {
+                return Err(etcd_refused(&me.address.to_string()));
+            }
+            let list: Vec<EtcdMember> = members
+                .iter()
+                .filter_map(|m| st.nodes.get(m.node).map(|n| (m, n)))
+                .map(|(m, n)| EtcdMember {
+                    id: m.id,
+                    hostname: n.hostname.clone(),
+                    peer_urls: vec![format!("https://{}:2380", n.address)],
+                    client_urls: vec![format!("https://{}:2379", n.address)],
+                    is_learner: false,
+                })
+                .collect();
+            one(EtcdMembers {
+                metadata: None,
+                legacy_members: list.iter().map(|m| m.hostname.clone()).collect(),
+                members: list,
+            })
+        })?;
+        Ok(Response::new(EtcdMemberListResponse { messages }))
+    }
+
+    async fn etcd_remove_member_by_id(
+        &self,
+        request: Request<EtcdRemoveMemberByIdRequest>,
+    ) -> Result<Response<EtcdRemoveMemberByIdResponse>, Status> {
+        let shared = self.shared().clone();
+        let id = request.get_ref().member_id;
+        let messages = self.0.unary(request.metadata(), &path("EtcdRemoveMemberByID"), |t| {
+            etcd_node_check(&shared, t, "etcd remove member")?;
+            let mut st = shared.lock();
+            let ip = st.nodes[t.idx].address.to_string();
+            let members = st.etcd.as_mut().ok_or_else(|| etcd_refused(&ip))?;
+            let Some(pos) = members.iter().position(|m| m.id == id) else {
+                return Err(Status::unknown("etcdserver: member not found"));
+            };
+            let removed = members.remove(pos);
+            if let Some(n) = st.nodes.get_mut(removed.node) {
+                n.etcd_data = false;
+            }
+            one(EtcdRemoveMemberById { metadata: None })
+        })?;
+        Ok(Response::new(EtcdRemoveMemberByIdResponse { messages }))
+    }
+
+    async fn etcd_leave_cluster(
+        &self,
+        request: Request<EtcdLeaveClusterRequest>,
+    ) -> Result<Response<EtcdLeaveClusterResponse>, Status> {
+        let shared = self.shared().clone();
+        let messages = self.0.unary(request.metadata(), &path("EtcdLeaveCluster"), |t| {
+            etcd_node_check(&shared, t, "etcd leave cluster")?;
+            let mut st = shared.lock();
+            if let Some(members) = st.etcd.as_mut() {
+                members.retain(|m| m.node != t.idx);
+            }
+            st.nodes[t.idx].etcd_data = false;
+            one(EtcdLeaveCluster { metadata: None })
+        })?;
+        Ok(Response::new(EtcdLeaveClusterResponse { messages }))
+    }
+
+    async fn etcd_forfeit_leadership(
+        &self,
+        request: Request<EtcdForfeitLeadershipRequest>,
+    ) -> Result<Response<EtcdForfeitLeadershipResponse>, Status> {
+        let shared = self.shared().clone();
+        let messages = self.0.unary(request.metadata(), &path("EtcdForfeitLeadership"), |t| {
+            etcd_node_check(&shared, t, "etcd forfeit leadership")?;
+            let st = shared.lock();
+            let me = &st.nodes[t.idx];
+            if st.etcd.is_none() || !me.etcd_data {
+                return Err(etcd_refused("127.0.0.1"));
+            }
+            one(EtcdForfeitLeadership { metadata: None, member: me.hostname.clone() })
+        })?;
+        Ok(Response::new(EtcdForfeitLeadershipResponse { messages }))
+    }
+
+    type EtcdSnapshotStream = BoxStream<Data>;
+    async fn etcd_snapshot(
+        &self,
+        request: Request<EtcdSnapshotRequest>,
+    ) -> Result<Response<Self::EtcdSnapshotStream>, Status> {
+        let shared = self.shared().clone();
+        let s = self.0.streaming(request.metadata(), &path("EtcdSnapshot"), |t| {
+            etcd_node_check(&shared, t, "etcd snapshot")?;
+            let st = shared.lock();
+            let me = &st.nodes[t.idx];
+            let Some(members) = st.etcd.as_ref() else {
+                return Err(etcd_refused("127.0.0.1"));
+            };
+            if !me.etcd_data || me.faults.etcd_down {
+                return Err(etcd_refused("127.0.0.1"));
+            }
+            // Not a bbolt file: a recognisable blob, large enough to span several chunks.
+            let mut blob = format!("talos-sim etcd snapshot\nmembers: {}\n", members.len()).into_bytes();
+            blob.resize(64 * 1024, 0);
+            Ok(chunks(blob, 16 * 1024))
+        })?;
+        Ok(Response::new(s))
+    }
+
+    async fn etcd_status(&self, request: Request<()>) -> Result<Response<EtcdStatusResponse>, Status> {
+        let shared = self.shared().clone();
+        let messages = self.0.unary(request.metadata(), &path("EtcdStatus"), |t| {
+            etcd_node_check(&shared, t, "etcd status")?;
+            let st = shared.lock();
+            let me = &st.nodes[t.idx];
+            let wrap = |s: Status| Status::new(s.code(), format!("failed to query etcd status: {}", s.message()));
+            let Some(members) = st.etcd.as_ref() else {
+                return Err(wrap(etcd_refused("127.0.0.1")));
+            };
+            let Some(mine) = members.iter().find(|m| m.node == t.idx) else {
+                return Err(wrap(etcd_refused("127.0.0.1")));
+            };
+            if me.faults.etcd_down {
+                return Err(wrap(etcd_refused("127.0.0.1")));
+            }
+            let leader = members.iter().find(|m| st.nodes.get(m.node).is_some_and(|n| !n.faults.etcd_down));
+            one(EtcdStatus {
+                metadata: None,
+                member_status: Some(EtcdMemberStatus {
+                    protocol_version: "3.6.5".into(),
+                    db_size: 20 * 1024 * 1024,
+                    db_size_in_use: 8 * 1024 * 1024,
+                    leader: leader.map(|m| m.id).unwrap_or(0),
+                    raft_index: 1000,
+                    raft_term: 2,
+                    raft_applied_index: 1000,
+                    errors: vec![],
+                    is_learner: false,
+                    member_id: mine.id,
+                    storage_version: "3.6.0".into(),
+                }),
+            })
+        })?;
+        Ok(Response::new(EtcdStatusResponse { messages }))
+    }
+
+    async fn hostname(&self, request: Request<()>) -> Result<Response<HostnameResponse>, Status> {
+        let shared = self.shared().clone();
+        let messages = self.0.unary(request.metadata(), &path("Hostname"), |t| {
+            let st = shared.lock();
+            one(Hostname { metadata: None, hostname: st.nodes[t.idx].hostname.clone() })
+        })?;
+        Ok(Response::new(HostnameResponse { messages }))
+    }
+
+    type KubeconfigStream = BoxStream<Data>;
+    async fn kubeconfig(&self, request: Request<()>) -> Result<Response<Self::KubeconfigStream>, Status> {
+        let shared = self.shared().clone();
+        let s = self.0.streaming(request.metadata(), &path("Kubeconfig"), |t| {
+            let archive = kubeconfig(&shared, t)?;
+            // The whole archive in a single message (api.md §17).
+            Ok(Box::pin(tokio_stream::once(Ok(Data { metadata: None, bytes: archive }))) as BoxStream<Data>)
+        })?;
+        Ok(Response::new(s))
+    }
+
+    async fn memory(&self, request: Request<()>) -> Result<Response<MemoryResponse>, Status> {
+        let messages = self.0.unary(request.metadata(), &path("Memory"), |_| {
+            one(Memory {
+                metadata: None,
+                meminfo: Some(MemInfo { memtotal: 8_148_000, memfree: 6_000_000, memavailable: 7_000_000 }),
+            })
+        })?;
+        Ok(Response::new(MemoryResponse { messages }))
+    }
+
+    type ReadStream = BoxStream<Data>;
+    async fn read(&self, request: Request<ReadRequest>) -> Result<Response<Self::ReadStream>, Status> {
+        let shared = self.shared().clone();
+        let p = request.get_ref().path.clone();
+        let s = self.0.streaming(request.metadata(), &path("Read"), |t| {
+            let st = shared.lock();
+            let n = &st.nodes[t.idx];
+            let content = match p.as_str() {
+                "/proc/sys/kernel/random/boot_id" => format!("{}\n", n.boot_id).into_bytes(),
+                "/etc/hostname" => format!("{}\n", n.hostname).into_bytes(),
+                "/proc" | "/proc/sys" | "/etc" | "/" => {
+                    return Err(Status::unknown("path must be a regular file"));
+                }
+                _ => return Err(Status::not_found(format!("stat {p}: no such file or directory"))),
+            };
+            Ok(chunks(content, 1024))
+        })?;
+        Ok(Response::new(s))
+    }
+
+    async fn reboot(&self, request: Request<RebootRequest>) -> Result<Response<RebootResponse>, Status> {
+        let shared = self.shared().clone();
+        let messages = self.0.unary(request.metadata(), &path("Reboot"), |t| {
+            let actor = new_uuid();
+            shared.reboot(t.idx, actor.clone(), "reboot");
+            one(Reboot { metadata: None, actor_id: actor })
+        })?;
+        Ok(Response::new(RebootResponse { messages }))
+    }
+
+    async fn reset(&self, request: Request<ResetRequest>) -> Result<Response<ResetResponse>, Status> {
+        let shared = self.shared().clone();
+        let messages = self.0.unary(request.metadata(), &path("Reset"), |t| {
+            let mut st = shared.lock();
+            if let Some(members) = st.etcd.as_mut() {
+                members.retain(|m| m.node != t.idx);
+                if members.is_empty() {
+                    st.etcd = None;
+                }
+            }
+            let n = &mut st.nodes[t.idx];
+            n.etcd_data = false;
+            n.persisted = None;
+            n.pending_version = None;
+            n.stage = state::Stage::Resetting;
+            drop(st);
+            let actor = new_uuid();
+            // The simulator always reboots after a reset (into maintenance mode).
+            shared.reboot(t.idx, actor.clone(), "reset");
+            one(Reset { metadata: None, actor_id: actor })
+        })?;
+        Ok(Response::new(ResetResponse { messages }))
+    }
+
+    async fn service_list(&self, request: Request<()>) -> Result<Response<ServiceListResponse>, Status> {
+        let shared = self.shared().clone();
+        let messages = self.0.unary(request.metadata(), &path("ServiceList"), |t| {
+            let st = shared.lock();
+            let n = &st.nodes[t.idx];
+            let at = n.config_updated;
+            let services = if n.maintenance() {
+                ["apid", "containerd", "machined"]
+                    .iter()
+                    .map(|s| service_info(s, "Running", Some(true), "Health check successful", at))
+                    .collect()
+            } else {
+                services_for(n.is_control_plane())
+                    .into_iter()
+                    .map(|s| match s {
+                        "etcd" if n.faults.etcd_down => {
+                            service_info(s, "Running", Some(false), "Health check failed: context deadline exceeded", at)
+                        }
+                        "etcd" if n.etcd_data && st.etcd.is_some() => {
+                            service_info(s, "Running", Some(true), "Health check successful", at)
+                        }
+                        "etcd" => service_info(s, "Preparing", None, "Running pre state", at),
+                        _ => service_info(s, "Running", Some(true), "Health check successful", at),
+                    })
+                    .collect()
+            };
+            one(ServiceList { metadata: None, services })
+        })?;
+        Ok(Response::new(ServiceListResponse { messages }))
+    }
+
+    async fn service_restart(
+        &self,
+        request: Request<ServiceRestartRequest>,
+    ) -> Result<Response<ServiceRestartResponse>, Status> {
+        let id = request.get_ref().id.clone();
+        let messages = self.0.unary(request.metadata(), &path("ServiceRestart"), |_| {
+            one(ServiceRestart { metadata: None, resp: format!("Service {id:?} restarted") })
+        })?;
+        Ok(Response::new(ServiceRestartResponse { messages }))
+    }
+
+    async fn service_start(&self, request: Request<ServiceStartRequest>) -> Result<Response<ServiceStartResponse>, Status> {
+        let id = request.get_ref().id.clone();
+        let messages = self.0.unary(request.metadata(), &path("ServiceStart"), |_| {
+            one(ServiceStart { metadata: None, resp: format!("Service {id:?} started") })
+        })?;
+        Ok(Response::new(ServiceStartResponse { messages }))
+    }
+
+    async fn service_stop(&self, request: Request<ServiceStopRequest>) -> Result<Response<ServiceStopResponse>, Status> {
+        let id = request.get_ref().id.clone();
+        let messages = self.0.unary(request.metadata(), &path("ServiceStop"), |_| {
+            one(ServiceStop { metadata: None, resp: format!("Service {id:?} stopped") })
+        })?;
+        Ok(Response::new(ServiceStopResponse { messages }))
+    }
+
+    async fn upgrade(&self, request: Request<UpgradeRequest>) -> Result<Response<UpgradeResponse>, Status> {
+        let shared = self.shared().clone();
+        let req = request.get_ref().clone();
+        let messages = self.0.unary(request.metadata(), &path("Upgrade"), |t| {
+            let mut st = shared.lock();
+            let n = &st.nodes[t.idx];
+            if n.maintenance() {
+                return Err(Status::failed_precondition("Talos is not installed"));
+            }
+            let image = req.image.trim();
+            let Some(target) = version::from_image(image) else {
+                return Err(Status::unknown(format!(
+                    "error validating installer image {image:?}: image reference has no version tag"
+                )));
+            };
+            if let Err(msg) = version::installer_accepts(&n.version, &target) {
+                return Err(Status::unknown(format!("error validating installer image {image:?}: {msg}")));
+            }
+            if n.is_control_plane() && !req.force && !req.preserve {
+                if let Some(members) = st.etcd.as_ref() {
+                    if let Some(down) = members.iter().find(|m| st.nodes.get(m.node).is_some_and(|x| x.faults.etcd_down || !x.listening())) {
+                        return Err(Status::unknown(format!(
+                            "error validating etcd for upgrade: etcd member {:x} is not healthy; all members must be healthy to perform an upgrade",
+                            down.id
+                        )));
+                    }
+                }
+            }
+            let actor = new_uuid();
+            let n = &mut st.nodes[t.idx];
+            n.pending_version = Some(target);
+            if let Some(s) = version::schematic_from_image(image) {
+                n.schematic = Some(s);
+            }
+            n.stage = state::Stage::Upgrading;
+            let ev = state::machine_status_event(state::Stage::Upgrading, false);
+            shared.publish(&mut st, t.idx, "", ev);
+            drop(st);
+            shared.reboot(t.idx, actor.clone(), if req.stage { "stageUpgrade" } else { "upgrade" });
+            one(Upgrade { metadata: None, ack: "Upgrade request received".into(), actor_id: actor })
+        })?;
+        Ok(Response::new(UpgradeResponse { messages }))
+    }
+
+    async fn version(&self, request: Request<()>) -> Result<Response<VersionResponse>, Status> {
+        let shared = self.shared().clone();
+        let messages = self.0.unary(request.metadata(), &path("Version"), |t| {
+            let st = shared.lock();
+            let n = &st.nodes[t.idx];
+            one(Version {
+                metadata: None,
+                version: Some(VersionInfo {
+                    tag: n.version.clone(),
+                    sha: sha_of(&n.version),
+                    built: String::new(),
+                    go_version: "go1.25.5".into(),
+                    os: "linux".into(),
+                    arch: "amd64".into(),
+                }),
+                platform: Some(PlatformInfo { name: "metal".into(), mode: "metal".into() }),
+                features: (!n.maintenance()).then_some(FeaturesInfo { rbac: true }),
+            })
+        })?;
+        Ok(Response::new(VersionResponse { messages }))
+    }
+
+    async fn generate_client_configuration(
+        &self,
+        request: Request<GenerateClientConfigurationRequest>,
+    ) -> Result<Response<GenerateClientConfigurationResponse>, Status> {
+        let shared = self.shared().clone();
+        let roles = request.get_ref().roles.clone();
+        let messages = self.0.unary(request.metadata(), &path("GenerateClientConfiguration"), |t| {
+            let cfg = {
+                let st = shared.lock();
+                st.nodes[t.idx].active.clone()
+            };
+            let Some((ca, Some(key))) = cfg.as_ref().and_then(|c| c.os_ca()) else {
+                return Err(Status::failed_precondition("client configuration is only available on control plane nodes"));
+            };
+            let role_refs: Vec<&str> = roles.iter().map(String::as_str).collect();
+            let issued = pki::issue_client_cert(&ca, &key, &role_refs)
+                .map_err(|e| Status::internal(format!("failed to generate client certificate: {e}")))?;
+            let name = cfg.as_ref().map(|c| c.cluster_name()).unwrap_or_default();
+            let context = match roles.as_slice() {
+                [r] => format!("{}@{name}", r.trim_start_matches("os:")),
+                _ => name.clone(),
+            };
+            let b64 = |s: &str| {
+                use base64::Engine;
+                base64::engine::general_purpose::STANDARD.encode(s.as_bytes())
+            };
+            let talosconfig = format!(
+                "context: {context}\ncontexts:\n    {context}:\n        endpoints: []\n        ca: {}\n        crt: {}\n        key: {}\n",
+                b64(&ca),
+                b64(&issued.cert_pem),
+                b64(&issued.key_pem)
+            );
+            one(GenerateClientConfiguration {
+                metadata: None,
+                ca: ca.into_bytes(),
+                crt: issued.cert_pem.into_bytes(),
+                key: issued.key_pem.into_bytes(),
+                talosconfig: talosconfig.into_bytes(),
+            })
+        })?;
+        Ok(Response::new(GenerateClientConfigurationResponse { messages }))
+    }
+
+    async fn image_pull(&self, request: Request<ImagePullRequest>) -> Result<Response<ImagePullResponse>, Status> {
+        let shared = self.shared().clone();
+        let reference = request.get_ref().reference.clone();
+        let messages = self.0.unary(request.metadata(), &path("ImagePull"), |t| {
+            if reference.trim().is_empty() {
+                return Err(Status::invalid_argument("image reference is required"));
+            }
+            shared.lock().nodes[t.idx].images.insert(reference.clone());
+            one(ImagePull { metadata: None })
+        })?;
+        Ok(Response::new(ImagePullResponse { messages }))
+    }
+}

@@ -1,0 +1,94 @@
+//! Talos version tags and the installer's accepted host range (api.md §13.3).
+
+use anyhow::{Context, Result};
+use semver::Version;
+
+/// Parses `v1.13.6` / `1.13.6` / `v1.14.0-rc.1`.
+pub fn parse(tag: &str) -> Result<Version> {
+    Version::parse(tag.trim_start_matches('v'))
+        .with_context(|| format!("expected a Talos version like v1.13.6, got {tag:?}"))
+}
+
+/// Minor version for feature switches (1.14 apply semantics etc.); 0 when unparsable.
+pub fn minor(tag: &str) -> u64 {
+    parse(tag).map(|v| v.minor).unwrap_or(0)
+}
+
+/// Version tag taken from an installer image reference `…/installer[/schematic]:vX.Y.Z[@digest]`.
+pub fn from_image(image: &str) -> Option<String> {
+    let without_digest = image.split('@').next()?;
+    let last = without_digest.rsplit('/').next()?;
+    let (_, tag) = last.split_once(':')?;
+    parse(tag).ok()?;
+    Some(tag.to_string())
+}
+
+/// Image Factory schematic id from `factory.talos.dev/<kind>-installer/<schematic>:<tag>` or
+/// `factory.talos.dev/installer/<schematic>:<tag>`.
+pub fn schematic_from_image(image: &str) -> Option<String> {
+    let without_digest = image.split('@').next()?;
+    let mut parts = without_digest.split('/');
+    if !parts.next()?.contains("factory") {
+        return None;
+    }
+    let last = without_digest.rsplit('/').next()?;
+    let (id, _) = last.split_once(':')?;
+    (id.len() == 64 && id.chars().all(|c| c.is_ascii_hexdigit())).then(|| id.to_string())
+}
+
+/// The pre-flight check the target version's installer runs against the running host version.
+/// `Err` carries the installer's message.
+pub fn installer_accepts(host: &str, target: &str) -> Result<(), String> {
+    let t = parse(target).map_err(|e| e.to_string())?;
+    let h = parse(host).map_err(|e| e.to_string())?;
+    // (target minor, min host incl., max host excl.) for 1.x targets.
+    const TABLE: &[(u64, (u64, u64), (u64, u64))] =
+        &[(11, (9, 0), (13, 0)), (12, (10, 0), (14, 0)), (13, (11, 0), (15, 0)), (14, (12, 0), (16, 0))];
+    let Some((_, min, max)) = TABLE.iter().find(|(m, _, _)| t.major == 1 && *m == t.minor) else {
+        return Err(format!("upgrades to version {target} are not supported"));
+    };
+    // Compare without pre-release tags: an rc host counts as its release line.
+    let hv = (h.major, h.minor);
+    if h.major < 1 || (h.major == 1 && hv < (1, min.0)) {
+        return Err(format!("host version {host} is too old to upgrade to Talos {target}"));
+    }
+    if h.major > 1 || (h.major == 1 && hv >= (1, max.0)) {
+        return Err(format!("host version {host} is too new to downgrade to Talos {target}"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn installer_range() {
+        assert!(installer_accepts("v1.11.0", "v1.13.6").is_ok());
+        assert!(installer_accepts("v1.14.2", "v1.13.6").is_ok());
+        assert_eq!(
+            installer_accepts("v1.10.7", "v1.13.6").unwrap_err(),
+            "host version v1.10.7 is too old to upgrade to Talos v1.13.6"
+        );
+        assert_eq!(
+            installer_accepts("v1.15.0", "v1.13.6").unwrap_err(),
+            "host version v1.15.0 is too new to downgrade to Talos v1.13.6"
+        );
+        assert!(installer_accepts("v1.12.0", "v1.14.0-rc.1").is_ok());
+        assert!(installer_accepts("v1.13.0", "v1.20.0").is_err());
+    }
+
+    #[test]
+    fn image_tags() {
+        assert_eq!(from_image("ghcr.io/siderolabs/installer:v1.13.6").as_deref(), Some("v1.13.6"));
+        let f = "factory.talos.dev/installer/376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba:v1.13.6";
+        assert_eq!(from_image(f).as_deref(), Some("v1.13.6"));
+        assert_eq!(
+            schematic_from_image(f).as_deref(),
+            Some("376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba")
+        );
+        assert_eq!(schematic_from_image("ghcr.io/siderolabs/installer:v1.13.6"), None);
+        assert_eq!(from_image("ghcr.io/siderolabs/installer"), None);
+        assert_eq!(from_image("localhost:5000/installer:v1.12.1").as_deref(), Some("v1.12.1"));
+    }
+}
