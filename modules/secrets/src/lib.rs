@@ -68,3 +68,79 @@ pub fn secret_strings(bundle: &Bundle) -> Vec<String> {
     out.dedup();
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secret_strings_cover_every_secret_form_and_no_public_value() {
+        let bundle =
+            Bundle::from_yaml(include_str!("../tests/fixtures/secrets-testdata.yaml")).unwrap();
+        let secrets = secret_strings(&bundle);
+        let has = |s: &str| secrets.iter().any(|x| x == s);
+        assert!(has(&bundle.cluster.secret));
+        assert!(has(&bundle.secrets.bootstrap_token));
+        assert!(has(bundle
+            .secrets
+            .secretbox_encryption_secret
+            .as_deref()
+            .unwrap()));
+        assert!(has(&bundle.trustd_info.token));
+        for key in [
+            &bundle.certs.etcd.key,
+            &bundle.certs.k8s.key,
+            &bundle.certs.k8s_aggregator.key,
+            &bundle.certs.k8s_service_account.key,
+            &bundle.certs.os.key,
+        ] {
+            assert!(has(key));
+            let pem_text = pki::decode_b64_pem("key", key).unwrap();
+            assert!(has(&pem_text));
+            let body: Vec<&str> = pem_text
+                .lines()
+                .filter(|l| !l.starts_with("-----"))
+                .collect();
+            assert!(has(&body.concat()));
+            for line in body.iter().filter(|l| l.len() >= 16) {
+                assert!(has(line), "missing PEM line");
+            }
+        }
+        // The OS key is one 64-character line: it must be there on its own.
+        assert!(has(
+            "MC4CAQAwBQYDK2VwBCIEIOESOGA615FKlLBCZUlfXrUAfCsYLV5tM07Jon54wTCK"
+        ));
+
+        let public = [
+            &bundle.cluster.id,
+            &bundle.certs.etcd.crt,
+            &bundle.certs.k8s.crt,
+            &bundle.certs.k8s_aggregator.crt,
+            &bundle.certs.os.crt,
+        ];
+        for value in public {
+            assert!(!has(value));
+            let pem_text = pki::decode_b64_pem("crt", value).unwrap_or_default();
+            for line in pem_text.lines() {
+                assert!(!has(line), "public certificate line listed as secret");
+            }
+        }
+        assert!(
+            secrets.windows(2).all(|w| w[0].len() >= w[1].len()),
+            "longest first"
+        );
+        assert!(secrets.iter().all(|s| s.len() >= 16));
+    }
+
+    #[test]
+    fn loading_is_fast() {
+        let text = include_str!("../tests/fixtures/stability-secrets.yaml");
+        let started = std::time::Instant::now();
+        for _ in 0..20 {
+            Bundle::from_yaml(text).unwrap();
+        }
+        let per_load = started.elapsed() / 20;
+        eprintln!("Bundle::from_yaml: {per_load:?} per load");
+        assert!(per_load < std::time::Duration::from_millis(200));
+    }
+}

@@ -659,6 +659,28 @@ mod tests {
             normalize_key_pem_for_rustls(pem_text),
             "-----BEGIN PRIVATE KEY-----\nMC4=\n-----END PRIVATE KEY-----\n"
         );
+        // A real Talos key still parses as PKCS#8 after relabelling.
+        let (ca_crt, ca_key) = fixture_os_ca();
+        let issued = issue_admin_cert(
+            &ca_crt,
+            &ca_key,
+            &["os:admin"],
+            ADMIN_VALIDITY,
+            OffsetDateTime::now_utc(),
+        )
+        .unwrap();
+        let relabelled = normalize_key_pem_for_rustls(&issued.key_pem);
+        let block = pem::parse(&relabelled).unwrap();
+        assert_eq!(block.tag(), "PRIVATE KEY");
+        assert_eq!(
+            block.contents(),
+            pem::parse(&issued.key_pem).unwrap().contents()
+        );
+        assert!(
+            CertInfo::parse(&issued.cert_pem)
+                .unwrap()
+                .key_matches(&relabelled)
+        );
         let ec = "-----BEGIN EC PRIVATE KEY-----\nAA==\n-----END EC PRIVATE KEY-----\n";
         assert_eq!(normalize_key_pem_for_rustls(ec), ec);
     }
