@@ -4,6 +4,13 @@
 //! admin client certificates, node server certificates) exactly as `talosctl gen secrets` and
 //! `gen config` produce them. Never prints anything and never reads module arguments; no error
 //! message or Debug output contains a secret value.
+//!
+//! Overview: [`Bundle`] reads, validates, writes and generates `secrets.yaml`; [`pki`] issues
+//! admin, client, server and maintenance certificates and inspects certificates ([`CertInfo`]);
+//! [`talosconfig`] reads and writes the client file and decides when its identity needs renewal;
+//! [`secret_strings`] lists what an output masker must hide. Certificates are DER-encoded by
+//! this crate in Go's layout (rcgen's builder cannot express Talos's subjects and extension
+//! order); rcgen on aws-lc-rs provides the keys and signatures. ring must never be linked.
 
 pub mod bundle;
 mod der;
