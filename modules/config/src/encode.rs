@@ -190,10 +190,10 @@ fn octal_value(v: &Value) -> Option<u64> {
     }
 }
 
-fn sorted_by<'a>(
-    m: &'a Map<String, Value>,
+fn sorted_by(
+    m: &Map<String, Value>,
     cmp: impl Fn(&str, &str) -> Ordering,
-) -> Vec<(&'a String, &'a Value)> {
+) -> Vec<(&String, &Value)> {
     let mut v: Vec<_> = m.iter().collect();
     v.sort_by(|a, b| cmp(a.0, b.0));
     v

@@ -5,9 +5,7 @@
 
 use crate::encode::{F, Shape::*};
 
-pub(crate) const D_BLOCK_DISKSELECTOR: &[F] = &[
-    F("match", Leaf),
-];
+pub(crate) const D_BLOCK_DISKSELECTOR: &[F] = &[F("match", Leaf)];
 
 pub(crate) const D_BLOCK_ENCRYPTIONKEY: &[F] = &[
     F("slot", Leaf),
@@ -18,22 +16,16 @@ pub(crate) const D_BLOCK_ENCRYPTIONKEY: &[F] = &[
     F("lockToState", Leaf),
 ];
 
-pub(crate) const D_BLOCK_ENCRYPTIONKEYKMS: &[F] = &[
-    F("endpoint", Leaf),
-];
+pub(crate) const D_BLOCK_ENCRYPTIONKEYKMS: &[F] = &[F("endpoint", Leaf)];
 
-pub(crate) const D_BLOCK_ENCRYPTIONKEYSTATIC: &[F] = &[
-    F("passphrase", Leaf),
-];
+pub(crate) const D_BLOCK_ENCRYPTIONKEYSTATIC: &[F] = &[F("passphrase", Leaf)];
 
 pub(crate) const D_BLOCK_ENCRYPTIONKEYTPM: &[F] = &[
     F("options", Struct(D_BLOCK_ENCRYPTIONKEYTPMOPTIONS)),
     F("checkSecurebootStatusOnEnroll", Leaf),
 ];
 
-pub(crate) const D_BLOCK_ENCRYPTIONKEYTPMOPTIONS: &[F] = &[
-    F("pcrs", Leaf),
-];
+pub(crate) const D_BLOCK_ENCRYPTIONKEYTPMOPTIONS: &[F] = &[F("pcrs", Leaf)];
 
 pub(crate) const D_BLOCK_ENCRYPTIONSPEC: &[F] = &[
     F("provider", Leaf),
@@ -82,10 +74,7 @@ pub(crate) const D_BLOCK_FILESYSTEMSPEC: &[F] = &[
     F("xfs", Struct(D_BLOCK_XFSSPEC)),
 ];
 
-pub(crate) const D_BLOCK_MOUNTSPEC: &[F] = &[
-    F("secure", Leaf),
-    F("disableAccessTime", Leaf),
-];
+pub(crate) const D_BLOCK_MOUNTSPEC: &[F] = &[F("secure", Leaf), F("disableAccessTime", Leaf)];
 
 pub(crate) const D_BLOCK_PROVISIONINGSPEC: &[F] = &[
     F("diskSelector", Struct(D_BLOCK_DISKSELECTOR)),
@@ -110,10 +99,7 @@ pub(crate) const D_BLOCK_SWAPVOLUMECONFIGV1ALPHA1: &[F] = &[
     F("encryption", Struct(D_BLOCK_ENCRYPTIONSPEC)),
 ];
 
-pub(crate) const D_BLOCK_USERMOUNTSPEC: &[F] = &[
-    F("disableAccessTime", Leaf),
-    F("secure", Leaf),
-];
+pub(crate) const D_BLOCK_USERMOUNTSPEC: &[F] = &[F("disableAccessTime", Leaf), F("secure", Leaf)];
 
 pub(crate) const D_BLOCK_USERVOLUMECONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
@@ -128,9 +114,7 @@ pub(crate) const D_BLOCK_USERVOLUMECONFIGV1ALPHA1: &[F] = &[
     F("scrub", Struct(D_BLOCK_SCRUBCONFIG)),
 ];
 
-pub(crate) const D_BLOCK_VIRTIOFSMOUNTSPEC: &[F] = &[
-    F("tag", Leaf),
-];
+pub(crate) const D_BLOCK_VIRTIOFSMOUNTSPEC: &[F] = &[F("tag", Leaf)];
 
 pub(crate) const D_BLOCK_VOLUMECONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
@@ -144,13 +128,10 @@ pub(crate) const D_BLOCK_VOLUMECONFIGV1ALPHA1: &[F] = &[
     F("scrub", Struct(D_BLOCK_SCRUBCONFIG)),
 ];
 
-pub(crate) const D_BLOCK_VOLUMEDISCOVERYSPEC: &[F] = &[
-    F("volumeSelector", Struct(D_BLOCK_VOLUMESELECTOR)),
-];
+pub(crate) const D_BLOCK_VOLUMEDISCOVERYSPEC: &[F] =
+    &[F("volumeSelector", Struct(D_BLOCK_VOLUMESELECTOR))];
 
-pub(crate) const D_BLOCK_VOLUMESELECTOR: &[F] = &[
-    F("match", Leaf),
-];
+pub(crate) const D_BLOCK_VOLUMESELECTOR: &[F] = &[F("match", Leaf)];
 
 pub(crate) const D_BLOCK_ZSWAPCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
@@ -169,10 +150,7 @@ pub(crate) const D_CRI_REGISTRYAUTHCONFIGV1ALPHA1: &[F] = &[
     F("identityToken", Leaf),
 ];
 
-pub(crate) const D_CRI_REGISTRYENDPOINT: &[F] = &[
-    F("url", Leaf),
-    F("overridePath", Leaf),
-];
+pub(crate) const D_CRI_REGISTRYENDPOINT: &[F] = &[F("url", Leaf), F("overridePath", Leaf)];
 
 pub(crate) const D_CRI_REGISTRYMIRRORCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
@@ -191,10 +169,7 @@ pub(crate) const D_CRI_REGISTRYTLSCONFIGV1ALPHA1: &[F] = &[
     F("insecureSkipVerify", Leaf),
 ];
 
-pub(crate) const D_EXTENSIONS_CONFIGFILE: &[F] = &[
-    F("content", Leaf),
-    F("mountPath", Leaf),
-];
+pub(crate) const D_EXTENSIONS_CONFIGFILE: &[F] = &[F("content", Leaf), F("mountPath", Leaf)];
 
 pub(crate) const D_EXTENSIONS_SERVICECONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
@@ -211,10 +186,7 @@ pub(crate) const D_HARDWARE_PCIDRIVERREBINDCONFIGV1ALPHA1: &[F] = &[
     F("targetDriver", Leaf),
 ];
 
-pub(crate) const D_NETWORK_ADDRESSCONFIG: &[F] = &[
-    F("address", Leaf),
-    F("routePriority", Leaf),
-];
+pub(crate) const D_NETWORK_ADDRESSCONFIG: &[F] = &[F("address", Leaf), F("routePriority", Leaf)];
 
 pub(crate) const D_NETWORK_BLACKHOLEROUTECONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
@@ -278,13 +250,9 @@ pub(crate) const D_NETWORK_BRIDGECONFIGV1ALPHA1: &[F] = &[
     F("multicast", Leaf),
 ];
 
-pub(crate) const D_NETWORK_BRIDGESTPCONFIG: &[F] = &[
-    F("enabled", Leaf),
-];
+pub(crate) const D_NETWORK_BRIDGESTPCONFIG: &[F] = &[F("enabled", Leaf)];
 
-pub(crate) const D_NETWORK_BRIDGEVLANCONFIG: &[F] = &[
-    F("filtering", Leaf),
-];
+pub(crate) const D_NETWORK_BRIDGEVLANCONFIG: &[F] = &[F("filtering", Leaf)];
 
 pub(crate) const D_NETWORK_COMMONLINKCONFIG: &[F] = &[
     F("up", Leaf),
@@ -294,10 +262,8 @@ pub(crate) const D_NETWORK_COMMONLINKCONFIG: &[F] = &[
     F("multicast", Leaf),
 ];
 
-pub(crate) const D_NETWORK_COMMONPROBECONFIG: &[F] = &[
-    F("interval", Leaf),
-    F("failureThreshold", Leaf),
-];
+pub(crate) const D_NETWORK_COMMONPROBECONFIG: &[F] =
+    &[F("interval", Leaf), F("failureThreshold", Leaf)];
 
 pub(crate) const D_NETWORK_DHCPV4CONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
@@ -320,11 +286,8 @@ pub(crate) const D_NETWORK_DHCPV6CONFIGV1ALPHA1: &[F] = &[
     F("duidRaw", Leaf),
 ];
 
-pub(crate) const D_NETWORK_DEFAULTACTIONCONFIGV1ALPHA1: &[F] = &[
-    F("apiVersion", Leaf),
-    F("kind", Leaf),
-    F("ingress", Leaf),
-];
+pub(crate) const D_NETWORK_DEFAULTACTIONCONFIGV1ALPHA1: &[F] =
+    &[F("apiVersion", Leaf), F("kind", Leaf), F("ingress", Leaf)];
 
 pub(crate) const D_NETWORK_DUMMYLINKCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
@@ -383,10 +346,7 @@ pub(crate) const D_NETWORK_HOSTNAMECONFIGV1ALPHA1: &[F] = &[
     F("hostname", Leaf),
 ];
 
-pub(crate) const D_NETWORK_INGRESSRULE: &[F] = &[
-    F("subnet", Leaf),
-    F("except", Leaf),
-];
+pub(crate) const D_NETWORK_INGRESSRULE: &[F] = &[F("subnet", Leaf), F("except", Leaf)];
 
 pub(crate) const D_NETWORK_KUBESPANCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
@@ -399,10 +359,8 @@ pub(crate) const D_NETWORK_KUBESPANCONFIGV1ALPHA1: &[F] = &[
     F("filters", Struct(D_NETWORK_KUBESPANFILTERSCONFIG)),
 ];
 
-pub(crate) const D_NETWORK_KUBESPANFILTERSCONFIG: &[F] = &[
-    F("endpoints", Leaf),
-    F("excludeAdvertisedNetworks", Leaf),
-];
+pub(crate) const D_NETWORK_KUBESPANFILTERSCONFIG: &[F] =
+    &[F("endpoints", Leaf), F("excludeAdvertisedNetworks", Leaf)];
 
 pub(crate) const D_NETWORK_KUBESPANENDPOINTSCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
@@ -435,14 +393,9 @@ pub(crate) const D_NETWORK_LINKCONFIGV1ALPHA1: &[F] = &[
     F("multicast", Leaf),
 ];
 
-pub(crate) const D_NETWORK_LINKSELECTOR: &[F] = &[
-    F("match", Leaf),
-];
+pub(crate) const D_NETWORK_LINKSELECTOR: &[F] = &[F("match", Leaf)];
 
-pub(crate) const D_NETWORK_NTPCONFIG: &[F] = &[
-    F("servers", Leaf),
-    F("useNTS", Leaf),
-];
+pub(crate) const D_NETWORK_NTPCONFIG: &[F] = &[F("servers", Leaf), F("useNTS", Leaf)];
 
 pub(crate) const D_NETWORK_NAMESERVERCONFIG: &[F] = &[
     F("address", Leaf),
@@ -450,9 +403,7 @@ pub(crate) const D_NETWORK_NAMESERVERCONFIG: &[F] = &[
     F("tlsServerName", Leaf),
 ];
 
-pub(crate) const D_NETWORK_PTPCONFIG: &[F] = &[
-    F("devices", Leaf),
-];
+pub(crate) const D_NETWORK_PTPCONFIG: &[F] = &[F("devices", Leaf)];
 
 pub(crate) const D_NETWORK_RESOLVERCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
@@ -493,15 +444,10 @@ pub(crate) const D_NETWORK_RULECONFIGV1ALPHA1: &[F] = &[
     F("ingress", Seq(&Struct(D_NETWORK_INGRESSRULE))),
 ];
 
-pub(crate) const D_NETWORK_RULEPORTSELECTOR: &[F] = &[
-    F("ports", Leaf),
-    F("protocol", Leaf),
-];
+pub(crate) const D_NETWORK_RULEPORTSELECTOR: &[F] = &[F("ports", Leaf), F("protocol", Leaf)];
 
-pub(crate) const D_NETWORK_SEARCHDOMAINSCONFIG: &[F] = &[
-    F("domains", Leaf),
-    F("disableDefault", Leaf),
-];
+pub(crate) const D_NETWORK_SEARCHDOMAINSCONFIG: &[F] =
+    &[F("domains", Leaf), F("disableDefault", Leaf)];
 
 pub(crate) const D_NETWORK_STATICHOSTCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
@@ -586,11 +532,8 @@ pub(crate) const D_RUNTIME_ENVIRONMENTV1ALPHA1: &[F] = &[
     F("variables", StrMap),
 ];
 
-pub(crate) const D_RUNTIME_EVENTSINKV1ALPHA1: &[F] = &[
-    F("apiVersion", Leaf),
-    F("kind", Leaf),
-    F("endpoint", Leaf),
-];
+pub(crate) const D_RUNTIME_EVENTSINKV1ALPHA1: &[F] =
+    &[F("apiVersion", Leaf), F("kind", Leaf), F("endpoint", Leaf)];
 
 pub(crate) const D_RUNTIME_KMSGLOGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
@@ -636,26 +579,25 @@ pub(crate) const D_V1ALPHA1_APISERVERCONFIG: &[F] = &[
     F("env", StrMap),
     F("certSANs", Leaf),
     F("disablePodSecurityPolicy", Leaf),
-    F("admissionControl", Seq(&Struct(D_V1ALPHA1_ADMISSIONPLUGINCONFIG))),
+    F(
+        "admissionControl",
+        Seq(&Struct(D_V1ALPHA1_ADMISSIONPLUGINCONFIG)),
+    ),
     F("auditPolicy", Any),
     F("resources", Any),
-    F("authorizationConfig", Seq(&Struct(D_V1ALPHA1_AUTHORIZATIONCONFIGAUTHORIZERCONFIG))),
+    F(
+        "authorizationConfig",
+        Seq(&Struct(D_V1ALPHA1_AUTHORIZATIONCONFIGAUTHORIZERCONFIG)),
+    ),
 ];
 
-pub(crate) const D_V1ALPHA1_ADMINKUBECONFIGCONFIG: &[F] = &[
-    F("certLifetime", Leaf),
-];
+pub(crate) const D_V1ALPHA1_ADMINKUBECONFIGCONFIG: &[F] = &[F("certLifetime", Leaf)];
 
-pub(crate) const D_V1ALPHA1_ADMISSIONPLUGINCONFIG: &[F] = &[
-    F("name", Leaf),
-    F("configuration", Any),
-];
+pub(crate) const D_V1ALPHA1_ADMISSIONPLUGINCONFIG: &[F] =
+    &[F("name", Leaf), F("configuration", Any)];
 
-pub(crate) const D_V1ALPHA1_AUTHORIZATIONCONFIGAUTHORIZERCONFIG: &[F] = &[
-    F("type", Leaf),
-    F("name", Leaf),
-    F("webhook", Any),
-];
+pub(crate) const D_V1ALPHA1_AUTHORIZATIONCONFIGAUTHORIZERCONFIG: &[F] =
+    &[F("type", Leaf), F("name", Leaf), F("webhook", Any)];
 
 pub(crate) const D_V1ALPHA1_CNICONFIG: &[F] = &[
     F("name", Leaf),
@@ -677,16 +619,25 @@ pub(crate) const D_V1ALPHA1_CLUSTERCONFIG: &[F] = &[
     F("aggregatorCA", Struct(&[F("crt", Leaf), F("key", Leaf)])),
     F("serviceAccount", Struct(&[F("key", StrMap)])),
     F("apiServer", Struct(D_V1ALPHA1_APISERVERCONFIG)),
-    F("controllerManager", Struct(D_V1ALPHA1_CONTROLLERMANAGERCONFIG)),
+    F(
+        "controllerManager",
+        Struct(D_V1ALPHA1_CONTROLLERMANAGERCONFIG),
+    ),
     F("proxy", Struct(D_V1ALPHA1_PROXYCONFIG)),
     F("scheduler", Struct(D_V1ALPHA1_SCHEDULERCONFIG)),
     F("discovery", Struct(D_V1ALPHA1_CLUSTERDISCOVERYCONFIG)),
     F("etcd", Struct(D_V1ALPHA1_ETCDCONFIG)),
     F("coreDNS", Struct(D_V1ALPHA1_COREDNS)),
-    F("externalCloudProvider", Struct(D_V1ALPHA1_EXTERNALCLOUDPROVIDERCONFIG)),
+    F(
+        "externalCloudProvider",
+        Struct(D_V1ALPHA1_EXTERNALCLOUDPROVIDERCONFIG),
+    ),
     F("extraManifests", Leaf),
     F("extraManifestHeaders", StrMap),
-    F("inlineManifests", Seq(&Struct(D_V1ALPHA1_CLUSTERINLINEMANIFEST))),
+    F(
+        "inlineManifests",
+        Seq(&Struct(D_V1ALPHA1_CLUSTERINLINEMANIFEST)),
+    ),
     F("adminKubeconfig", Struct(D_V1ALPHA1_ADMINKUBECONFIGCONFIG)),
     F("allowSchedulingOnMasters", Leaf),
     F("allowSchedulingOnControlPlanes", Leaf),
@@ -697,10 +648,7 @@ pub(crate) const D_V1ALPHA1_CLUSTERDISCOVERYCONFIG: &[F] = &[
     F("registries", Struct(D_V1ALPHA1_DISCOVERYREGISTRIESCONFIG)),
 ];
 
-pub(crate) const D_V1ALPHA1_CLUSTERINLINEMANIFEST: &[F] = &[
-    F("name", Leaf),
-    F("contents", Leaf),
-];
+pub(crate) const D_V1ALPHA1_CLUSTERINLINEMANIFEST: &[F] = &[F("name", Leaf), F("contents", Leaf)];
 
 pub(crate) const D_V1ALPHA1_CLUSTERNETWORKCONFIG: &[F] = &[
     F("cni", Struct(D_V1ALPHA1_CNICONFIG)),
@@ -717,10 +665,8 @@ pub(crate) const D_V1ALPHA1_CONFIG: &[F] = &[
     F("cluster", Struct(D_V1ALPHA1_CLUSTERCONFIG)),
 ];
 
-pub(crate) const D_V1ALPHA1_CONTROLPLANECONFIG: &[F] = &[
-    F("endpoint", Leaf),
-    F("localAPIServerPort", Leaf),
-];
+pub(crate) const D_V1ALPHA1_CONTROLPLANECONFIG: &[F] =
+    &[F("endpoint", Leaf), F("localAPIServerPort", Leaf)];
 
 pub(crate) const D_V1ALPHA1_CONTROLLERMANAGERCONFIG: &[F] = &[
     F("image", Leaf),
@@ -730,10 +676,7 @@ pub(crate) const D_V1ALPHA1_CONTROLLERMANAGERCONFIG: &[F] = &[
     F("resources", Any),
 ];
 
-pub(crate) const D_V1ALPHA1_COREDNS: &[F] = &[
-    F("disabled", Leaf),
-    F("image", Leaf),
-];
+pub(crate) const D_V1ALPHA1_COREDNS: &[F] = &[F("disabled", Leaf), F("image", Leaf)];
 
 pub(crate) const D_V1ALPHA1_DISCOVERYREGISTRIESCONFIG: &[F] = &[
     F("kubernetes", Struct(D_V1ALPHA1_REGISTRYKUBERNETESCONFIG)),
@@ -749,10 +692,8 @@ pub(crate) const D_V1ALPHA1_ETCDCONFIG: &[F] = &[
     F("listenSubnets", Leaf),
 ];
 
-pub(crate) const D_V1ALPHA1_EXTERNALCLOUDPROVIDERCONFIG: &[F] = &[
-    F("enabled", Leaf),
-    F("manifests", Leaf),
-];
+pub(crate) const D_V1ALPHA1_EXTERNALCLOUDPROVIDERCONFIG: &[F] =
+    &[F("enabled", Leaf), F("manifests", Leaf)];
 
 pub(crate) const D_V1ALPHA1_EXTRAMOUNT: &[F] = &[
     F("destination", Leaf),
@@ -766,7 +707,10 @@ pub(crate) const D_V1ALPHA1_EXTRAMOUNT: &[F] = &[
 pub(crate) const D_V1ALPHA1_FEATURESCONFIG: &[F] = &[
     F("rbac", Leaf),
     F("stableHostname", Leaf),
-    F("kubernetesTalosAPIAccess", Struct(D_V1ALPHA1_KUBERNETESTALOSAPIACCESSCONFIG)),
+    F(
+        "kubernetesTalosAPIAccess",
+        Struct(D_V1ALPHA1_KUBERNETESTALOSAPIACCESSCONFIG),
+    ),
     F("apidCheckExtKeyUsage", Leaf),
     F("diskQuotaSupport", Leaf),
     F("kubePrism", Struct(D_V1ALPHA1_KUBEPRISM)),
@@ -775,10 +719,8 @@ pub(crate) const D_V1ALPHA1_FEATURESCONFIG: &[F] = &[
     F("nodeAddressSortAlgorithm", Leaf),
 ];
 
-pub(crate) const D_V1ALPHA1_FLANNELCNICONFIG: &[F] = &[
-    F("extraArgs", Leaf),
-    F("kubeNetworkPoliciesEnabled", Leaf),
-];
+pub(crate) const D_V1ALPHA1_FLANNELCNICONFIG: &[F] =
+    &[F("extraArgs", Leaf), F("kubeNetworkPoliciesEnabled", Leaf)];
 
 pub(crate) const D_V1ALPHA1_HOSTDNSCONFIG: &[F] = &[
     F("enabled", Leaf),
@@ -786,9 +728,7 @@ pub(crate) const D_V1ALPHA1_HOSTDNSCONFIG: &[F] = &[
     F("resolveMemberNames", Leaf),
 ];
 
-pub(crate) const D_V1ALPHA1_IMAGECACHECONFIG: &[F] = &[
-    F("localEnabled", Leaf),
-];
+pub(crate) const D_V1ALPHA1_IMAGECACHECONFIG: &[F] = &[F("localEnabled", Leaf)];
 
 pub(crate) const D_V1ALPHA1_INSTALLCONFIG: &[F] = &[
     F("disk", Leaf),
@@ -814,19 +754,12 @@ pub(crate) const D_V1ALPHA1_INSTALLDISKSELECTOR: &[F] = &[
     F("busPath", Leaf),
 ];
 
-pub(crate) const D_V1ALPHA1_KERNELCONFIG: &[F] = &[
-    F("modules", Seq(&Struct(D_V1ALPHA1_KERNELMODULECONFIG))),
-];
+pub(crate) const D_V1ALPHA1_KERNELCONFIG: &[F] =
+    &[F("modules", Seq(&Struct(D_V1ALPHA1_KERNELMODULECONFIG)))];
 
-pub(crate) const D_V1ALPHA1_KERNELMODULECONFIG: &[F] = &[
-    F("name", Leaf),
-    F("parameters", Leaf),
-];
+pub(crate) const D_V1ALPHA1_KERNELMODULECONFIG: &[F] = &[F("name", Leaf), F("parameters", Leaf)];
 
-pub(crate) const D_V1ALPHA1_KUBEPRISM: &[F] = &[
-    F("enabled", Leaf),
-    F("port", Leaf),
-];
+pub(crate) const D_V1ALPHA1_KUBEPRISM: &[F] = &[F("enabled", Leaf), F("port", Leaf)];
 
 pub(crate) const D_V1ALPHA1_KUBELETCONFIG: &[F] = &[
     F("image", Leaf),
@@ -842,9 +775,7 @@ pub(crate) const D_V1ALPHA1_KUBELETCONFIG: &[F] = &[
     F("disableManifestsDirectory", Leaf),
 ];
 
-pub(crate) const D_V1ALPHA1_KUBELETNODEIPCONFIG: &[F] = &[
-    F("validSubnets", Leaf),
-];
+pub(crate) const D_V1ALPHA1_KUBELETNODEIPCONFIG: &[F] = &[F("validSubnets", Leaf)];
 
 pub(crate) const D_V1ALPHA1_KUBERNETESTALOSAPIACCESSCONFIG: &[F] = &[
     F("enabled", Leaf),
@@ -852,15 +783,13 @@ pub(crate) const D_V1ALPHA1_KUBERNETESTALOSAPIACCESSCONFIG: &[F] = &[
     F("allowedKubernetesNamespaces", Leaf),
 ];
 
-pub(crate) const D_V1ALPHA1_LINUXIDMAPPING: &[F] = &[
-    F("containerID", Leaf),
-    F("hostID", Leaf),
-    F("size", Leaf),
-];
+pub(crate) const D_V1ALPHA1_LINUXIDMAPPING: &[F] =
+    &[F("containerID", Leaf), F("hostID", Leaf), F("size", Leaf)];
 
-pub(crate) const D_V1ALPHA1_LOGGINGCONFIG: &[F] = &[
-    F("destinations", Seq(&Struct(D_V1ALPHA1_LOGGINGDESTINATION))),
-];
+pub(crate) const D_V1ALPHA1_LOGGINGCONFIG: &[F] = &[F(
+    "destinations",
+    Seq(&Struct(D_V1ALPHA1_LOGGINGDESTINATION)),
+)];
 
 pub(crate) const D_V1ALPHA1_LOGGINGDESTINATION: &[F] = &[
     F("endpoint", Leaf),
@@ -891,7 +820,10 @@ pub(crate) const D_V1ALPHA1_MACHINECONFIG: &[F] = &[
     F("udev", Struct(D_V1ALPHA1_UDEVCONFIG)),
     F("logging", Struct(D_V1ALPHA1_LOGGINGCONFIG)),
     F("kernel", Struct(D_V1ALPHA1_KERNELCONFIG)),
-    F("seccompProfiles", Seq(&Struct(D_V1ALPHA1_MACHINESECCOMPPROFILE))),
+    F(
+        "seccompProfiles",
+        Seq(&Struct(D_V1ALPHA1_MACHINESECCOMPPROFILE)),
+    ),
     F("baseRuntimeSpecOverrides", Any),
     F("nodeLabels", StrMap),
     F("nodeAnnotations", StrMap),
@@ -899,13 +831,14 @@ pub(crate) const D_V1ALPHA1_MACHINECONFIG: &[F] = &[
 ];
 
 pub(crate) const D_V1ALPHA1_MACHINECONTROLPLANECONFIG: &[F] = &[
-    F("controllerManager", Struct(D_V1ALPHA1_MACHINECONTROLLERMANAGERCONFIG)),
+    F(
+        "controllerManager",
+        Struct(D_V1ALPHA1_MACHINECONTROLLERMANAGERCONFIG),
+    ),
     F("scheduler", Struct(D_V1ALPHA1_MACHINESCHEDULERCONFIG)),
 ];
 
-pub(crate) const D_V1ALPHA1_MACHINECONTROLLERMANAGERCONFIG: &[F] = &[
-    F("disabled", Leaf),
-];
+pub(crate) const D_V1ALPHA1_MACHINECONTROLLERMANAGERCONFIG: &[F] = &[F("disabled", Leaf)];
 
 pub(crate) const D_V1ALPHA1_MACHINEFILE: &[F] = &[
     F("content", Leaf),
@@ -914,14 +847,9 @@ pub(crate) const D_V1ALPHA1_MACHINEFILE: &[F] = &[
     F("op", Leaf),
 ];
 
-pub(crate) const D_V1ALPHA1_MACHINESCHEDULERCONFIG: &[F] = &[
-    F("disabled", Leaf),
-];
+pub(crate) const D_V1ALPHA1_MACHINESCHEDULERCONFIG: &[F] = &[F("disabled", Leaf)];
 
-pub(crate) const D_V1ALPHA1_MACHINESECCOMPPROFILE: &[F] = &[
-    F("name", Leaf),
-    F("value", Any),
-];
+pub(crate) const D_V1ALPHA1_MACHINESECCOMPPROFILE: &[F] = &[F("name", Leaf), F("value", Any)];
 
 pub(crate) const D_V1ALPHA1_PROXYCONFIG: &[F] = &[
     F("disabled", Leaf),
@@ -930,19 +858,12 @@ pub(crate) const D_V1ALPHA1_PROXYCONFIG: &[F] = &[
     F("extraArgs", StrMap),
 ];
 
-pub(crate) const D_V1ALPHA1_REGISTRYKUBERNETESCONFIG: &[F] = &[
-    F("disabled", Leaf),
-];
+pub(crate) const D_V1ALPHA1_REGISTRYKUBERNETESCONFIG: &[F] = &[F("disabled", Leaf)];
 
-pub(crate) const D_V1ALPHA1_REGISTRYSERVICECONFIG: &[F] = &[
-    F("disabled", Leaf),
-    F("endpoint", Leaf),
-];
+pub(crate) const D_V1ALPHA1_REGISTRYSERVICECONFIG: &[F] =
+    &[F("disabled", Leaf), F("endpoint", Leaf)];
 
-pub(crate) const D_V1ALPHA1_RESOURCESCONFIG: &[F] = &[
-    F("requests", Any),
-    F("limits", Any),
-];
+pub(crate) const D_V1ALPHA1_RESOURCESCONFIG: &[F] = &[F("requests", Any), F("limits", Any)];
 
 pub(crate) const D_V1ALPHA1_SCHEDULERCONFIG: &[F] = &[
     F("image", Leaf),
@@ -953,9 +874,7 @@ pub(crate) const D_V1ALPHA1_SCHEDULERCONFIG: &[F] = &[
     F("config", Any),
 ];
 
-pub(crate) const D_V1ALPHA1_UDEVCONFIG: &[F] = &[
-    F("rules", Leaf),
-];
+pub(crate) const D_V1ALPHA1_UDEVCONFIG: &[F] = &[F("rules", Leaf)];
 
 pub(crate) const D_V1ALPHA1_VOLUMEMOUNTCONFIG: &[F] = &[
     F("hostPath", Leaf),
@@ -963,35 +882,19 @@ pub(crate) const D_V1ALPHA1_VOLUMEMOUNTCONFIG: &[F] = &[
     F("readonly", Leaf),
 ];
 
-pub(crate) const D_BLOCK_FILESYSTEMSCRUBCONFIGV1ALPHA1: &[F] = &[
-    F("apiVersion", Leaf),
-    F("kind", Leaf),
-    F("interval", Leaf),
-];
+pub(crate) const D_BLOCK_FILESYSTEMSCRUBCONFIGV1ALPHA1: &[F] =
+    &[F("apiVersion", Leaf), F("kind", Leaf), F("interval", Leaf)];
 
-pub(crate) const D_BLOCK_FILESYSTEMTRIMCONFIGV1ALPHA1: &[F] = &[
-    F("apiVersion", Leaf),
-    F("kind", Leaf),
-    F("interval", Leaf),
-];
+pub(crate) const D_BLOCK_FILESYSTEMTRIMCONFIGV1ALPHA1: &[F] =
+    &[F("apiVersion", Leaf), F("kind", Leaf), F("interval", Leaf)];
 
-pub(crate) const D_BLOCK_SCRUBCONFIG: &[F] = &[
-    F("enabled", Leaf),
-    F("interval", Leaf),
-];
+pub(crate) const D_BLOCK_SCRUBCONFIG: &[F] = &[F("enabled", Leaf), F("interval", Leaf)];
 
-pub(crate) const D_BLOCK_SYSTEMVOLUMEFILESYSTEMSPEC: &[F] = &[
-    F("xfs", Struct(D_BLOCK_XFSSPEC)),
-];
+pub(crate) const D_BLOCK_SYSTEMVOLUMEFILESYSTEMSPEC: &[F] = &[F("xfs", Struct(D_BLOCK_XFSSPEC))];
 
-pub(crate) const D_BLOCK_TRIMCONFIG: &[F] = &[
-    F("enabled", Leaf),
-    F("interval", Leaf),
-];
+pub(crate) const D_BLOCK_TRIMCONFIG: &[F] = &[F("enabled", Leaf), F("interval", Leaf)];
 
-pub(crate) const D_BLOCK_XFSSPEC: &[F] = &[
-    F("minAllocationGroupSize", Leaf),
-];
+pub(crate) const D_BLOCK_XFSSPEC: &[F] = &[F("minAllocationGroupSize", Leaf)];
 
 pub(crate) const D_CLUSTER_DISCOVERYIDENTITYCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
@@ -1007,10 +910,7 @@ pub(crate) const D_CLUSTER_DISCOVERYSERVICECONFIGV1ALPHA1: &[F] = &[
     F("endpoint", Leaf),
 ];
 
-pub(crate) const D_CONTAINER_CONTAINERCAPABILITIES: &[F] = &[
-    F("add", Leaf),
-    F("drop", Leaf),
-];
+pub(crate) const D_CONTAINER_CONTAINERCAPABILITIES: &[F] = &[F("add", Leaf), F("drop", Leaf)];
 
 pub(crate) const D_CONTAINER_CONTAINERCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
@@ -1042,23 +942,14 @@ pub(crate) const D_CONTAINER_CONTAINERMOUNT: &[F] = &[
     F("hostPath", Struct(D_CONTAINER_HOSTPATHMOUNT)),
 ];
 
-pub(crate) const D_CONTAINER_CONTAINERNETWORK: &[F] = &[
-    F("mode", Leaf),
-];
+pub(crate) const D_CONTAINER_CONTAINERNETWORK: &[F] = &[F("mode", Leaf)];
 
-pub(crate) const D_CONTAINER_CONTAINERRESOURCELIMITS: &[F] = &[
-    F("cpu", Leaf),
-    F("memory", Leaf),
-];
+pub(crate) const D_CONTAINER_CONTAINERRESOURCELIMITS: &[F] = &[F("cpu", Leaf), F("memory", Leaf)];
 
-pub(crate) const D_CONTAINER_CONTAINERRESOURCES: &[F] = &[
-    F("limits", Struct(D_CONTAINER_CONTAINERRESOURCELIMITS)),
-];
+pub(crate) const D_CONTAINER_CONTAINERRESOURCES: &[F] =
+    &[F("limits", Struct(D_CONTAINER_CONTAINERRESOURCELIMITS))];
 
-pub(crate) const D_CONTAINER_CONTAINERRUNAS: &[F] = &[
-    F("uid", Leaf),
-    F("gid", Leaf),
-];
+pub(crate) const D_CONTAINER_CONTAINERRUNAS: &[F] = &[F("uid", Leaf), F("gid", Leaf)];
 
 pub(crate) const D_CONTAINER_CONTAINERSECURITY: &[F] = &[
     F("profile", Leaf),
@@ -1071,23 +962,14 @@ pub(crate) const D_CONTAINER_HOSTPATHMOUNT: &[F] = &[
     F("options", Leaf),
 ];
 
-pub(crate) const D_CONTAINER_TMPFSMOUNT: &[F] = &[
-    F("destination", Leaf),
-    F("size", Leaf),
-    F("options", Leaf),
-];
+pub(crate) const D_CONTAINER_TMPFSMOUNT: &[F] =
+    &[F("destination", Leaf), F("size", Leaf), F("options", Leaf)];
 
-pub(crate) const D_CONTAINER_USERVOLUMEMOUNT: &[F] = &[
-    F("name", Leaf),
-    F("destination", Leaf),
-    F("options", Leaf),
-];
+pub(crate) const D_CONTAINER_USERVOLUMEMOUNT: &[F] =
+    &[F("name", Leaf), F("destination", Leaf), F("options", Leaf)];
 
-pub(crate) const D_CRI_CRIBASERUNTIMESPECCONFIGV1ALPHA1: &[F] = &[
-    F("apiVersion", Leaf),
-    F("kind", Leaf),
-    F("overrides", Any),
-];
+pub(crate) const D_CRI_CRIBASERUNTIMESPECCONFIGV1ALPHA1: &[F] =
+    &[F("apiVersion", Leaf), F("kind", Leaf), F("overrides", Any)];
 
 pub(crate) const D_CRI_CRICUSTOMIZATIONCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
@@ -1102,9 +984,7 @@ pub(crate) const D_CRI_IMAGECACHECONFIGV1ALPHA1: &[F] = &[
     F("local", Struct(D_CRI_LOCALIMAGECACHECONFIG)),
 ];
 
-pub(crate) const D_CRI_LOCALIMAGECACHECONFIG: &[F] = &[
-    F("enabled", Leaf),
-];
+pub(crate) const D_CRI_LOCALIMAGECACHECONFIG: &[F] = &[F("enabled", Leaf)];
 
 pub(crate) const D_K8S_ACCEPTEDSERVICEACCOUNTCONFIG: &[F] = &[
     F("publicKeys", Leaf),
@@ -1112,10 +992,8 @@ pub(crate) const D_K8S_ACCEPTEDSERVICEACCOUNTCONFIG: &[F] = &[
     F("audiences", Leaf),
 ];
 
-pub(crate) const D_K8S_ISSUERSERVICEACCOUNTCONFIG: &[F] = &[
-    F("privateKey", Leaf),
-    F("issuerURL", Leaf),
-];
+pub(crate) const D_K8S_ISSUERSERVICEACCOUNTCONFIG: &[F] =
+    &[F("privateKey", Leaf), F("issuerURL", Leaf)];
 
 pub(crate) const D_K8S_KUBEAPISERVERCACONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
@@ -1200,11 +1078,8 @@ pub(crate) const D_K8S_KUBECREDENTIALPROVIDERCONFIGV1ALPHA1: &[F] = &[
     F("configuration", Any),
 ];
 
-pub(crate) const D_K8S_KUBEETCDENCRYPTIONCONFIGV1ALPHA1: &[F] = &[
-    F("apiVersion", Leaf),
-    F("kind", Leaf),
-    F("config", Any),
-];
+pub(crate) const D_K8S_KUBEETCDENCRYPTIONCONFIGV1ALPHA1: &[F] =
+    &[F("apiVersion", Leaf), F("kind", Leaf), F("config", Any)];
 
 pub(crate) const D_K8S_KUBEEXTERNALMANIFESTCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
@@ -1314,9 +1189,7 @@ pub(crate) const D_K8S_KUBELETCONFIGV1ALPHA1: &[F] = &[
     F("defaultRuntimeSeccompProfileEnabled", Leaf),
 ];
 
-pub(crate) const D_K8S_NODEIPCONFIG: &[F] = &[
-    F("validSubnets", Leaf),
-];
+pub(crate) const D_K8S_NODEIPCONFIG: &[F] = &[F("validSubnets", Leaf)];
 
 pub(crate) const D_NETWORK_BGPBFDCONFIG: &[F] = &[
     F("transmitInterval", Leaf),
@@ -1324,10 +1197,7 @@ pub(crate) const D_NETWORK_BGPBFDCONFIG: &[F] = &[
     F("detectMultiplier", Leaf),
 ];
 
-pub(crate) const D_NETWORK_BGPIMPORTROUTE: &[F] = &[
-    F("bgpInstance", Leaf),
-    F("prefixes", Leaf),
-];
+pub(crate) const D_NETWORK_BGPIMPORTROUTE: &[F] = &[F("bgpInstance", Leaf), F("prefixes", Leaf)];
 
 pub(crate) const D_NETWORK_BGPINSTANCECONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
@@ -1392,9 +1262,7 @@ pub(crate) const D_NETWORK_VETHPEERCONFIG: &[F] = &[
     F("multicast", Leaf),
 ];
 
-pub(crate) const D_RUNTIME_DISKSELECTORSPEC: &[F] = &[
-    F("match", Leaf),
-];
+pub(crate) const D_RUNTIME_DISKSELECTORSPEC: &[F] = &[F("match", Leaf)];
 
 pub(crate) const D_RUNTIME_ETCFILECONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
@@ -1404,9 +1272,7 @@ pub(crate) const D_RUNTIME_ETCFILECONFIGV1ALPHA1: &[F] = &[
     F("contents", Leaf),
 ];
 
-pub(crate) const D_RUNTIME_INSTALLERSPEC: &[F] = &[
-    F("image", Leaf),
-];
+pub(crate) const D_RUNTIME_INSTALLERSPEC: &[F] = &[F("image", Leaf)];
 
 pub(crate) const D_RUNTIME_KERNELMODULECONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
@@ -1426,23 +1292,14 @@ pub(crate) const D_RUNTIME_SECURITYPROFILECONFIGV1ALPHA1: &[F] = &[
     F("workloadIsolation", Leaf),
 ];
 
-pub(crate) const D_RUNTIME_SYSCTLCONFIGV1ALPHA1: &[F] = &[
-    F("apiVersion", Leaf),
-    F("kind", Leaf),
-    F("params", StrMap),
-];
+pub(crate) const D_RUNTIME_SYSCTLCONFIGV1ALPHA1: &[F] =
+    &[F("apiVersion", Leaf), F("kind", Leaf), F("params", StrMap)];
 
-pub(crate) const D_RUNTIME_SYSFSCONFIGV1ALPHA1: &[F] = &[
-    F("apiVersion", Leaf),
-    F("kind", Leaf),
-    F("params", StrMap),
-];
+pub(crate) const D_RUNTIME_SYSFSCONFIGV1ALPHA1: &[F] =
+    &[F("apiVersion", Leaf), F("kind", Leaf), F("params", StrMap)];
 
-pub(crate) const D_RUNTIME_UDEVRULESCONFIGV1ALPHA1: &[F] = &[
-    F("apiVersion", Leaf),
-    F("kind", Leaf),
-    F("rules", Leaf),
-];
+pub(crate) const D_RUNTIME_UDEVRULESCONFIGV1ALPHA1: &[F] =
+    &[F("apiVersion", Leaf), F("kind", Leaf), F("rules", Leaf)];
 
 pub(crate) const D_RUNTIME_UNATTENDEDINSTALLCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
@@ -1459,7 +1316,10 @@ pub(crate) const D_STORAGE_LVMLOGICALVOLUMECONFIGV1ALPHA1: &[F] = &[
     F("type", Leaf),
     F("mirrors", Leaf),
     F("stripes", Leaf),
-    F("provisioning", Struct(D_STORAGE_LVMLOGICALVOLUMEPROVISIONINGSPEC)),
+    F(
+        "provisioning",
+        Struct(D_STORAGE_LVMLOGICALVOLUMEPROVISIONINGSPEC),
+    ),
 ];
 
 pub(crate) const D_STORAGE_LVMLOGICALVOLUMEPROVISIONINGSPEC: &[F] = &[
@@ -1475,13 +1335,10 @@ pub(crate) const D_STORAGE_LVMVOLUMEGROUPCONFIGV1ALPHA1: &[F] = &[
     F("provisioning", Struct(D_STORAGE_PROVISIONINGSPEC)),
 ];
 
-pub(crate) const D_STORAGE_LVMVOLUMESELECTORSPEC: &[F] = &[
-    F("match", Leaf),
-];
+pub(crate) const D_STORAGE_LVMVOLUMESELECTORSPEC: &[F] = &[F("match", Leaf)];
 
-pub(crate) const D_STORAGE_PROVISIONINGSPEC: &[F] = &[
-    F("volumeSelector", Struct(D_STORAGE_LVMVOLUMESELECTORSPEC)),
-];
+pub(crate) const D_STORAGE_PROVISIONINGSPEC: &[F] =
+    &[F("volumeSelector", Struct(D_STORAGE_LVMVOLUMESELECTORSPEC))];
 
 pub(crate) const D_STORAGE_RAIDARRAYCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
@@ -1492,13 +1349,10 @@ pub(crate) const D_STORAGE_RAIDARRAYCONFIGV1ALPHA1: &[F] = &[
     F("provisioning", Struct(D_STORAGE_RAIDPROVISIONINGSPEC)),
 ];
 
-pub(crate) const D_STORAGE_RAIDPROVISIONINGSPEC: &[F] = &[
-    F("volumeSelector", Struct(D_STORAGE_RAIDVOLUMESELECTOR)),
-];
+pub(crate) const D_STORAGE_RAIDPROVISIONINGSPEC: &[F] =
+    &[F("volumeSelector", Struct(D_STORAGE_RAIDVOLUMESELECTOR))];
 
-pub(crate) const D_STORAGE_RAIDVOLUMESELECTOR: &[F] = &[
-    F("match", Leaf),
-];
+pub(crate) const D_STORAGE_RAIDVOLUMESELECTOR: &[F] = &[F("match", Leaf)];
 
 pub(crate) const D_V1ALPHA1_REGISTRIES: &[F] = &[
     F("mirrors", Map(&Struct(D_V1ALPHA1_REGISTRYMIRROR))),
@@ -1597,24 +1451,36 @@ pub(crate) const D_V1ALPHA1_DISK: &[F] = &[
     F("partitions", Seq(&Struct(D_V1ALPHA1_PARTITION))),
 ];
 
-pub(crate) const D_V1ALPHA1_PARTITION: &[F] = &[
-    F("size", Leaf),
-    F("mountpoint", Leaf),
-];
+pub(crate) const D_V1ALPHA1_PARTITION: &[F] = &[F("size", Leaf), F("mountpoint", Leaf)];
 
 /// Multi-document kinds and their field order (`apiVersion`, `kind`, `name` included).
 pub(crate) const KINDS: &[(&str, &[F])] = &[
     ("BGPInstanceConfig", D_NETWORK_BGPINSTANCECONFIGV1ALPHA1),
-    ("BlackholeRouteConfig", D_NETWORK_BLACKHOLEROUTECONFIGV1ALPHA1),
+    (
+        "BlackholeRouteConfig",
+        D_NETWORK_BLACKHOLEROUTECONFIGV1ALPHA1,
+    ),
     ("BondConfig", D_NETWORK_BONDCONFIGV1ALPHA1),
     ("BridgeConfig", D_NETWORK_BRIDGECONFIGV1ALPHA1),
-    ("CRIBaseRuntimeSpecConfig", D_CRI_CRIBASERUNTIMESPECCONFIGV1ALPHA1),
-    ("CRICustomizationConfig", D_CRI_CRICUSTOMIZATIONCONFIGV1ALPHA1),
+    (
+        "CRIBaseRuntimeSpecConfig",
+        D_CRI_CRIBASERUNTIMESPECCONFIGV1ALPHA1,
+    ),
+    (
+        "CRICustomizationConfig",
+        D_CRI_CRICUSTOMIZATIONCONFIGV1ALPHA1,
+    ),
     ("ContainerConfig", D_CONTAINER_CONTAINERCONFIGV1ALPHA1),
     ("DHCPv4Config", D_NETWORK_DHCPV4CONFIGV1ALPHA1),
     ("DHCPv6Config", D_NETWORK_DHCPV6CONFIGV1ALPHA1),
-    ("DiscoveryIdentityConfig", D_CLUSTER_DISCOVERYIDENTITYCONFIGV1ALPHA1),
-    ("DiscoveryServiceConfig", D_CLUSTER_DISCOVERYSERVICECONFIGV1ALPHA1),
+    (
+        "DiscoveryIdentityConfig",
+        D_CLUSTER_DISCOVERYIDENTITYCONFIGV1ALPHA1,
+    ),
+    (
+        "DiscoveryServiceConfig",
+        D_CLUSTER_DISCOVERYSERVICECONFIGV1ALPHA1,
+    ),
     ("DummyLinkConfig", D_NETWORK_DUMMYLINKCONFIGV1ALPHA1),
     ("EnvironmentConfig", D_RUNTIME_ENVIRONMENTV1ALPHA1),
     ("EtcFileConfig", D_RUNTIME_ETCFILECONFIGV1ALPHA1),
@@ -1623,7 +1489,10 @@ pub(crate) const KINDS: &[(&str, &[F])] = &[
     ("ExistingVolumeConfig", D_BLOCK_EXISTINGVOLUMECONFIGV1ALPHA1),
     ("ExtensionServiceConfig", D_EXTENSIONS_SERVICECONFIGV1ALPHA1),
     ("ExternalVolumeConfig", D_BLOCK_EXTERNALVOLUMECONFIGV1ALPHA1),
-    ("FilesystemScrubConfig", D_BLOCK_FILESYSTEMSCRUBCONFIGV1ALPHA1),
+    (
+        "FilesystemScrubConfig",
+        D_BLOCK_FILESYSTEMSCRUBCONFIGV1ALPHA1,
+    ),
     ("FilesystemTrimConfig", D_BLOCK_FILESYSTEMTRIMCONFIGV1ALPHA1),
     ("HCloudVIPConfig", D_NETWORK_HCLOUDVIPCONFIGV1ALPHA1),
     ("HTTPProbeConfig", D_NETWORK_HTTPPROBECONFIGV1ALPHA1),
@@ -1633,39 +1502,84 @@ pub(crate) const KINDS: &[(&str, &[F])] = &[
     ("KmsgLogConfig", D_RUNTIME_KMSGLOGV1ALPHA1),
     ("KubeAPIServerCAConfig", D_K8S_KUBEAPISERVERCACONFIGV1ALPHA1),
     ("KubeAPIServerConfig", D_K8S_KUBEAPISERVERCONFIGV1ALPHA1),
-    ("KubeAdmissionControlConfig", D_K8S_KUBEADMISSIONCONTROLCONFIGV1ALPHA1),
-    ("KubeAggregatorCAConfig", D_K8S_KUBEAGGREGATORCACONFIGV1ALPHA1),
+    (
+        "KubeAdmissionControlConfig",
+        D_K8S_KUBEADMISSIONCONTROLCONFIGV1ALPHA1,
+    ),
+    (
+        "KubeAggregatorCAConfig",
+        D_K8S_KUBEAGGREGATORCACONFIGV1ALPHA1,
+    ),
     ("KubeAuditPolicyConfig", D_K8S_KUBEAUDITPOLICYCONFIGV1ALPHA1),
-    ("KubeAuthenticationConfig", D_K8S_KUBEAUTHENTICATIONCONFIGV1ALPHA1),
+    (
+        "KubeAuthenticationConfig",
+        D_K8S_KUBEAUTHENTICATIONCONFIGV1ALPHA1,
+    ),
     ("KubeAuthorizerConfig", D_K8S_KUBEAUTHORIZERCONFIGV1ALPHA1),
     ("KubeClusterConfig", D_K8S_KUBECLUSTERCONFIGV1ALPHA1),
-    ("KubeControllerManagerConfig", D_K8S_KUBECONTROLLERMANAGERCONFIGV1ALPHA1),
+    (
+        "KubeControllerManagerConfig",
+        D_K8S_KUBECONTROLLERMANAGERCONFIGV1ALPHA1,
+    ),
     ("KubeCoreDNSConfig", D_K8S_KUBECOREDNSCONFIGV1ALPHA1),
-    ("KubeCredentialProviderConfig", D_K8S_KUBECREDENTIALPROVIDERCONFIGV1ALPHA1),
-    ("KubeEtcdEncryptionConfig", D_K8S_KUBEETCDENCRYPTIONCONFIGV1ALPHA1),
-    ("KubeExternalManifestConfig", D_K8S_KUBEEXTERNALMANIFESTCONFIGV1ALPHA1),
+    (
+        "KubeCredentialProviderConfig",
+        D_K8S_KUBECREDENTIALPROVIDERCONFIGV1ALPHA1,
+    ),
+    (
+        "KubeEtcdEncryptionConfig",
+        D_K8S_KUBEETCDENCRYPTIONCONFIGV1ALPHA1,
+    ),
+    (
+        "KubeExternalManifestConfig",
+        D_K8S_KUBEEXTERNALMANIFESTCONFIGV1ALPHA1,
+    ),
     ("KubeFlannelCNIConfig", D_K8S_KUBEFLANNELCNICONFIGV1ALPHA1),
-    ("KubeInlineManifestConfig", D_K8S_KUBEINLINEMANIFESTCONFIGV1ALPHA1),
+    (
+        "KubeInlineManifestConfig",
+        D_K8S_KUBEINLINEMANIFESTCONFIGV1ALPHA1,
+    ),
     ("KubeNetworkConfig", D_K8S_KUBENETWORKCONFIGV1ALPHA1),
     ("KubeNodeConfig", D_K8S_KUBENODECONFIGV1ALPHA1),
     ("KubePrismConfig", D_K8S_KUBEPRISMCONFIGV1ALPHA1),
     ("KubeProxyConfig", D_K8S_KUBEPROXYCONFIGV1ALPHA1),
     ("KubeSchedulerConfig", D_K8S_KUBESCHEDULERCONFIGV1ALPHA1),
-    ("KubeServiceAccountConfig", D_K8S_KUBESERVICEACCOUNTCONFIGV1ALPHA1),
+    (
+        "KubeServiceAccountConfig",
+        D_K8S_KUBESERVICEACCOUNTCONFIGV1ALPHA1,
+    ),
     ("KubeSpanConfig", D_NETWORK_KUBESPANCONFIGV1ALPHA1),
-    ("KubeSpanEndpoints", D_NETWORK_KUBESPANENDPOINTSCONFIGV1ALPHA1),
+    (
+        "KubeSpanEndpoints",
+        D_NETWORK_KUBESPANENDPOINTSCONFIGV1ALPHA1,
+    ),
     ("KubeStaticPodConfig", D_K8S_KUBESTATICPODCONFIGV1ALPHA1),
-    ("KubeTalosAPIAccessConfig", D_K8S_KUBETALOSAPIACCESSCONFIGV1ALPHA1),
+    (
+        "KubeTalosAPIAccessConfig",
+        D_K8S_KUBETALOSAPIACCESSCONFIGV1ALPHA1,
+    ),
     ("KubeletConfig", D_K8S_KUBELETCONFIGV1ALPHA1),
-    ("LVMLogicalVolumeConfig", D_STORAGE_LVMLOGICALVOLUMECONFIGV1ALPHA1),
-    ("LVMVolumeGroupConfig", D_STORAGE_LVMVOLUMEGROUPCONFIGV1ALPHA1),
+    (
+        "LVMLogicalVolumeConfig",
+        D_STORAGE_LVMLOGICALVOLUMECONFIGV1ALPHA1,
+    ),
+    (
+        "LVMVolumeGroupConfig",
+        D_STORAGE_LVMVOLUMEGROUPCONFIGV1ALPHA1,
+    ),
     ("Layer2VIPConfig", D_NETWORK_LAYER2VIPCONFIGV1ALPHA1),
     ("LinkAliasConfig", D_NETWORK_LINKALIASCONFIGV1ALPHA1),
     ("LinkConfig", D_NETWORK_LINKCONFIGV1ALPHA1),
-    ("NetworkDefaultActionConfig", D_NETWORK_DEFAULTACTIONCONFIGV1ALPHA1),
+    (
+        "NetworkDefaultActionConfig",
+        D_NETWORK_DEFAULTACTIONCONFIGV1ALPHA1,
+    ),
     ("NetworkRuleConfig", D_NETWORK_RULECONFIGV1ALPHA1),
     ("OOMConfig", D_RUNTIME_OOMV1ALPHA1),
-    ("PCIDriverRebindConfig", D_HARDWARE_PCIDRIVERREBINDCONFIGV1ALPHA1),
+    (
+        "PCIDriverRebindConfig",
+        D_HARDWARE_PCIDRIVERREBINDCONFIGV1ALPHA1,
+    ),
     ("RAIDArrayConfig", D_STORAGE_RAIDARRAYCONFIGV1ALPHA1),
     ("RawVolumeConfig", D_BLOCK_RAWVOLUMECONFIGV1ALPHA1),
     ("RegistryAuthConfig", D_CRI_REGISTRYAUTHCONFIGV1ALPHA1),
@@ -1673,7 +1587,10 @@ pub(crate) const KINDS: &[(&str, &[F])] = &[
     ("RegistryTLSConfig", D_CRI_REGISTRYTLSCONFIGV1ALPHA1),
     ("ResolverConfig", D_NETWORK_RESOLVERCONFIGV1ALPHA1),
     ("RoutingRuleConfig", D_NETWORK_ROUTINGRULECONFIGV1ALPHA1),
-    ("SecurityProfileConfig", D_RUNTIME_SECURITYPROFILECONFIGV1ALPHA1),
+    (
+        "SecurityProfileConfig",
+        D_RUNTIME_SECURITYPROFILECONFIGV1ALPHA1,
+    ),
     ("SideroLinkConfig", D_SIDEROLINK_CONFIGV1ALPHA1),
     ("StaticHostConfig", D_NETWORK_STATICHOSTCONFIGV1ALPHA1),
     ("SwapVolumeConfig", D_BLOCK_SWAPVOLUMECONFIGV1ALPHA1),
@@ -1683,8 +1600,14 @@ pub(crate) const KINDS: &[(&str, &[F])] = &[
     ("TimeSyncConfig", D_NETWORK_TIMESYNCCONFIGV1ALPHA1),
     ("TrustedRootsConfig", D_SECURITY_TRUSTEDROOTSCONFIGV1ALPHA1),
     ("UdevRulesConfig", D_RUNTIME_UDEVRULESCONFIGV1ALPHA1),
-    ("UnattendedInstall", D_RUNTIME_UNATTENDEDINSTALLCONFIGV1ALPHA1),
-    ("UnattendedInstallConfig", D_RUNTIME_UNATTENDEDINSTALLCONFIGV1ALPHA1),
+    (
+        "UnattendedInstall",
+        D_RUNTIME_UNATTENDEDINSTALLCONFIGV1ALPHA1,
+    ),
+    (
+        "UnattendedInstallConfig",
+        D_RUNTIME_UNATTENDEDINSTALLCONFIGV1ALPHA1,
+    ),
     ("UserVolumeConfig", D_BLOCK_USERVOLUMECONFIGV1ALPHA1),
     ("VLANConfig", D_NETWORK_VLANCONFIGV1ALPHA1),
     ("VRFConfig", D_NETWORK_VRFCONFIGV1ALPHA1),

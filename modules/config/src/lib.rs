@@ -18,3 +18,4 @@ pub mod contract;
 pub mod encode;
 mod key_order;
 pub mod parse;
+pub mod generate;
