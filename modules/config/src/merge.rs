@@ -13,10 +13,13 @@
 //!   multi-doc kinds is such a field, and so are ports, MTUs, metrics, VLAN IDs and sizes.
 //! * **Pointer-like** (Go pointer or always-replaced): every boolean (`dhcp`, `enabled`, `wipe`,
 //!   `debug`, `persist`, ...), so `false` in a patch wins; sub-objects merge recursively.
-//! * **Map values** (nodeLabels, sysctls, env, extraManifestHeaders, ...): the key is explicit in
-//!   the patch, so its scalar value replaces, `""` included.
+//! * **Map values** (nodeLabels, sysctls, env, extraManifestHeaders, ...): the same scalar rule,
+//!   so an existing label cannot be set to `""` by a merge (Talos's merge.go does the same);
+//!   keys missing on the left are set as given.
 //! * **Free-form objects** (kubelet `extraConfig`, admission `configuration`, ...): maps merge,
-//!   lists append, scalars replace.
+//!   lists append, scalars replace by the same rule, and a scalar of another type (string vs
+//!   number vs boolean) is a type-mismatch error, as in Talos.
+//! * **Except** `*.extraArgs`: per flag, the patch value replaces wholesale, `""` included.
 
 use anyhow::{Result, bail};
 use serde_json::{Map, Value};
@@ -34,7 +37,15 @@ const REPLACE_LISTS: &[&str] = &[
 ];
 
 /// Objects that a non-empty patch value replaces wholesale.
-const REPLACE_OBJECTS: &[&str] = &["cluster.apiServer.auditPolicy"];
+const REPLACE_OBJECTS: &[&str] = &[
+    "cluster.apiServer.auditPolicy",
+    // 1.14 documents.
+    "CRIBaseRuntimeSpecConfig.overrides",
+    "KubeAuditPolicyConfig.configuration",
+    "KubeAuthenticationConfig.configuration",
+    "KubeCredentialProviderConfig.configuration",
+    "KubeStaticPodConfig.pod",
+];
 
 /// Typed maps with free keys: scalar values replace (even `""`), keys below are `*`.
 const MAP_PATHS: &[&str] = &[
@@ -83,8 +94,8 @@ const FREE_FORM: &[&str] = &[
     "cluster.scheduler.config",
 ];
 
-/// 1.14 Kubernetes documents carry free-form component configuration under these keys.
-const MULTIDOC_FREE_FORM_FIELDS: &[&str] = &["config", "configuration"];
+/// 1.14 Kubernetes and CRI documents carry free-form configuration under these keys.
+const MULTIDOC_FREE_FORM_FIELDS: &[&str] = &["config", "configuration", "pod", "overrides"];
 
 /// Where the merge currently is.
 #[derive(Clone)]
@@ -155,19 +166,32 @@ impl At {
     fn is_free_form(&self) -> bool {
         FREE_FORM.contains(&self.schema.as_str())
             || self.multidoc_field().is_some_and(|f| {
-                MULTIDOC_FREE_FORM_FIELDS.contains(&f) && self.kind.starts_with("Kube")
+                MULTIDOC_FREE_FORM_FIELDS.contains(&f)
+                    && (self.kind.starts_with("Kube") || self.kind.starts_with("CRI"))
             })
     }
 }
 
-/// How scalars at the current level behave.
+/// Whether the value at `kind` + `keys` is a map (free keys) rather than a struct: used by
+/// deletes, where a missing map key is an error but a missing struct field is not.
+pub(crate) fn parent_is_map(kind: &str, keys: &[String]) -> bool {
+    let mut at = At::root(kind, "");
+    for k in keys {
+        if at.is_free_form() {
+            return true;
+        }
+        let dynamic = at.is_map();
+        at = at.key(k, dynamic);
+    }
+    at.is_free_form() || at.is_map()
+}
+
+/// Whether the current value is typed (field tables apply) or untyped data.
 #[derive(Clone, Copy, PartialEq)]
 enum Mode {
-    /// Typed struct field: `""` and `0` in the patch are "not given".
+    /// Typed struct fields and typed maps.
     Typed,
-    /// Value of a typed map entry: the patch value replaces.
-    MapValue,
-    /// Untyped data: maps merge, lists append, scalars replace.
+    /// Untyped data: maps merge, lists append, no field tables.
     Free,
 }
 
@@ -221,11 +245,10 @@ fn merge_value(left: &mut Value, right: &Value, at: &At, mode: Mode) -> Result<(
                 return Ok(());
             }
             let is_map = at.is_map();
-            let child_mode = if is_map { Mode::MapValue } else { Mode::Typed };
             for (k, rv) in r {
                 let child = at.key(k, is_map);
                 match l.get_mut(k) {
-                    Some(lv) if !lv.is_null() => merge_value(lv, rv, &child, child_mode)?,
+                    Some(lv) if !lv.is_null() => merge_value(lv, rv, &child, Mode::Typed)?,
                     _ => {
                         l.insert(k.clone(), rv.clone());
                     }
@@ -254,7 +277,16 @@ fn merge_value(left: &mut Value, right: &Value, at: &At, mode: Mode) -> Result<(
             }
         }
         (l, r) if is_scalar(l) && is_scalar(r) => {
-            if mode == Mode::Typed && is_zero(r) {
+            if mode == Mode::Free && std::mem::discriminant(l) != std::mem::discriminant(r) {
+                bail!(
+                    "cannot merge patch value into {}: type mismatch, the config has {} there, the patch has {}",
+                    at.display,
+                    kind_name(l),
+                    kind_name(r)
+                );
+            }
+            // Booleans always win (false included); "" and 0 mean "not given".
+            if is_zero(r) {
                 return Ok(());
             }
             *l = r.clone();
@@ -295,7 +327,7 @@ fn keyed_list(at: &At) -> Option<(Matcher, bool)> {
         "machine.network.interfaces[].vlans" => Some((|l, r| same_field(l, r, "vlanId"), false)),
         "cluster.apiServer.admissionControl" => Some((|l, r| same_field(l, r, "name"), false)),
         "ExtensionServiceConfig.configFiles" => Some((|l, r| same_field(l, r, "mountPath"), false)),
-        "ImageVerificationConfig.rules" => Some((|l, r| same_field(l, r, "imagePattern"), true)),
+        "ImageVerificationConfig.rules" => Some((|l, r| same_field(l, r, "image"), true)),
         _ => None,
     }
 }
@@ -404,15 +436,15 @@ mod tests {
     }
 
     #[test]
-    fn map_values_replace_even_when_empty() {
+    fn map_values_merge_per_key_and_empty_does_not_overwrite() {
         let out = merge(
             json!({"machine": {"nodeLabels": {"a": "x", "b": "y"}}}),
-            json!({"machine": {"nodeLabels": {"a": "", "c": "z"}}}),
+            json!({"machine": {"nodeLabels": {"a": "", "b": "z", "c": ""}}}),
         )
         .unwrap();
         assert_eq!(
             out["machine"]["nodeLabels"],
-            json!({"a": "", "b": "y", "c": "z"})
+            json!({"a": "x", "b": "z", "c": ""})
         );
     }
 
@@ -540,15 +572,25 @@ mod tests {
     }
 
     #[test]
-    fn free_form_scalars_replace_even_when_empty() {
+    fn free_form_merges_maps_appends_lists_and_checks_types() {
         let out = merge(
-            json!({"machine": {"kubelet": {"extraConfig": {"a": "x", "n": 5, "l": [1]}}}}),
-            json!({"machine": {"kubelet": {"extraConfig": {"a": "", "n": 0, "l": [2]}}}}),
+            json!({"machine": {"kubelet": {"extraConfig": {"a": "x", "n": 5, "b": true, "l": [1], "m": {"k": 1}}}}}),
+            json!({"machine": {"kubelet": {"extraConfig": {"a": "", "n": 7, "b": false, "l": [2], "m": {"j": 2}}}}}),
         )
         .unwrap();
         assert_eq!(
             out["machine"]["kubelet"]["extraConfig"],
-            json!({"a": "", "n": 0, "l": [1, 2]})
+            json!({"a": "x", "n": 7, "b": false, "l": [1, 2], "m": {"k": 1, "j": 2}})
+        );
+        let e = merge(
+            json!({"machine": {"kubelet": {"extraConfig": {"maxPods": 110}}}}),
+            json!({"machine": {"kubelet": {"extraConfig": {"maxPods": "250"}}}}),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("machine.kubelet.extraConfig.maxPods") && e.contains("type mismatch"),
+            "{e}"
         );
     }
 
@@ -565,6 +607,45 @@ mod tests {
         assert_eq!(
             l["configFiles"],
             json!([{"mountPath": "/a", "content": "2"}, {"mountPath": "/b", "content": "3"}])
+        );
+    }
+
+    #[test]
+    fn multidoc_rules_for_114_kinds() {
+        let mut audit = json!({"kind": "KubeAuditPolicyConfig", "configuration": {"rules": [{"level": "Metadata"}], "kind": "Policy"}});
+        merge_document(
+            &mut audit,
+            &json!({"configuration": {"rules": [{"level": "None"}]}}),
+            "KubeAuditPolicyConfig",
+            "KubeAuditPolicyConfig",
+        )
+        .unwrap();
+        assert_eq!(
+            audit["configuration"],
+            json!({"rules": [{"level": "None"}]})
+        );
+        let mut kubelet = json!({"kind": "KubeletConfig", "config": {"a": [1]}, "extraArgs": {"x": ["1", "2"]}, "clusterDNS": ["10.96.0.10"]});
+        merge_document(
+            &mut kubelet,
+            &json!({"config": {"a": [2]}, "extraArgs": {"x": "3"}, "clusterDNS": ["10.96.0.11"]}),
+            "KubeletConfig",
+            "KubeletConfig",
+        )
+        .unwrap();
+        assert_eq!(kubelet["config"], json!({"a": [1, 2]}));
+        assert_eq!(kubelet["extraArgs"], json!({"x": "3"}));
+        assert_eq!(kubelet["clusterDNS"], json!(["10.96.0.10", "10.96.0.11"]));
+        let mut iv = json!({"kind": "ImageVerificationConfig", "rules": [{"image": "a/*", "deny": true, "skip": false}, {"image": "b/*", "skip": true}]});
+        merge_document(
+            &mut iv,
+            &json!({"rules": [{"image": "a/*", "skip": true}, {"image": "c/*", "deny": true}]}),
+            "ImageVerificationConfig",
+            "ImageVerificationConfig",
+        )
+        .unwrap();
+        assert_eq!(
+            iv["rules"],
+            json!([{"image": "a/*", "skip": true}, {"image": "b/*", "skip": true}, {"image": "c/*", "deny": true}])
         );
     }
 

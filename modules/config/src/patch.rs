@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 
 use crate::diff::{doc_label, push_key};
 use crate::document::{DocId, MachineConfig};
-use crate::merge::{kind_name, merge_document};
+use crate::merge::{kind_name, merge_document, parent_is_map};
 
 /// One parsed config patch.
 #[derive(Clone, Debug, PartialEq)]
@@ -187,6 +187,8 @@ fn split_deletes(doc: &Value, id: &DocId, label: &str) -> Result<(Value, Vec<Del
             bail!("can't delete the root of the legacy document");
         }
         doc_delete = true;
+        // The whole document is the selector: anything else in it is dropped, as in Talos.
+        return Ok((Value::Object(Map::new()), deletes, doc_delete));
     }
     let mut out = Map::new();
     for (k, v) in map {
@@ -227,15 +229,13 @@ fn strip(
                 if in_list {
                     bail!("cannot delete an inner key in {at}: the path goes through a list");
                 }
-                // The key is deleted first; any sibling keys stay as a merge patch, which turns
-                // `{$patch: delete, ...}` into "replace this subtree" (config.md §4.5).
+                // Talos removes the whole mapping that holds the marker: sibling keys are
+                // dropped, not merged (decoder/delete.go at v1.13.6).
                 deletes.push(Delete::Key(path.clone()));
+                return Ok(None);
             }
             let mut out = Map::new();
             for (k, child) in map {
-                if k == "$patch" {
-                    continue;
-                }
                 path.push(k.clone());
                 let kept = strip(child, path, in_list, label, deletes)?;
                 path.pop();
@@ -244,7 +244,7 @@ fn strip(
                 }
             }
             // A mapping emptied by lifting out deletes must not re-create the parent key.
-            if out.is_empty() && (!map.is_empty() || map.contains_key("$patch")) {
+            if out.is_empty() && !map.is_empty() {
                 return Ok(None);
             }
             Ok(Some(Value::Object(out)))
@@ -299,7 +299,7 @@ fn scalar_string(v: &Value) -> Option<String> {
     }
 }
 
-fn apply_delete(doc: &mut Value, del: &Delete, label: &str) -> Result<()> {
+fn apply_delete(doc: &mut Value, del: &Delete, kind: &str, label: &str) -> Result<()> {
     let (path, what) = match del {
         Delete::Key(p) => (p, None),
         Delete::Item { path, key, value } => (path, Some((key, value))),
@@ -321,7 +321,11 @@ fn apply_delete(doc: &mut Value, del: &Delete, label: &str) -> Result<()> {
     let obj = cur.as_object_mut().ok_or_else(lookup_failed)?;
     match what {
         None => {
-            obj.shift_remove(last.as_str()).ok_or_else(lookup_failed)?;
+            // Deleting an absent struct field just zeroes it (no error in Talos); an absent
+            // map entry is a failed lookup.
+            if obj.shift_remove(last.as_str()).is_none() && parent_is_map(kind, parents) {
+                return Err(lookup_failed());
+            }
         }
         Some((key, value)) => {
             let list = obj
@@ -483,8 +487,13 @@ impl MachineConfig {
                     describe(id)
                 )
             })?;
+        let kind = if id.is_v1alpha1() {
+            ""
+        } else {
+            id.kind.as_str()
+        };
         for d in deletes {
-            apply_delete(target, d, label)?;
+            apply_delete(target, d, kind, label)?;
         }
         Ok(())
     }
@@ -883,21 +892,46 @@ auto: stable
     }
 
     #[test]
-    fn delete_with_siblings_replaces_the_subtree() {
+    fn delete_drops_sibling_keys_and_readds_via_list_items() {
+        // The mapping holding the marker is removed whole: `disk` is not merged back.
         let mut c = base();
         apply(
             &mut c,
             "machine:\n  install:\n    $patch: delete\n    disk: /dev/vda\n",
         )
         .unwrap();
+        assert!(c.v1alpha1().unwrap()["machine"].get("install").is_none());
+        // Deletes run before the merge part, so an item can be deleted and re-added at once.
+        apply(&mut c, "machine:\n  network:\n    interfaces:\n      - interface: eth0\n        dhcp: true\n        mtu: 1500\n").unwrap();
+        apply(
+            &mut c,
+            "machine:\n  network:\n    interfaces:\n      - interface: eth0\n        $patch: delete\n      - interface: eth0\n        dhcp: false\n",
+        )
+        .unwrap();
         assert_eq!(
-            c.v1alpha1().unwrap()["machine"]["install"],
-            json!({"disk": "/dev/vda"})
+            c.v1alpha1().unwrap()["machine"]["network"]["interfaces"],
+            json!([{"interface": "eth0", "dhcp": false}])
         );
-        // Lists can be replaced the same way instead of appended to.
-        apply(&mut c, "machine:\n  certSANs:\n    $patch: delete\n").unwrap();
-        apply(&mut c, "machine:\n  certSANs: [a]\n").unwrap();
-        assert_eq!(c.v1alpha1().unwrap()["machine"]["certSANs"], json!(["a"]));
+    }
+
+    #[test]
+    fn deleting_an_absent_field_is_fine_but_an_absent_map_key_fails() {
+        let mut c = base();
+        apply(
+            &mut c,
+            "machine:\n  install:\n    legacyBIOSSupport:\n      $patch: delete\n",
+        )
+        .unwrap();
+        let e = apply(
+            &mut c,
+            "machine:\n  nodeLabels:\n    missing:\n      $patch: delete\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("machine.nodeLabels.missing") && e.contains("lookup failed"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -993,12 +1027,23 @@ auto: stable
             e.contains("HostnameConfig") && e.contains("no such document"),
             "{e}"
         );
-        // Delete-and-replace in one document.
+        // Other keys next to a document-level marker are dropped; a second document re-adds.
         let mut c = base();
-        apply(&mut c, "apiVersion: v1alpha1\nkind: HostnameConfig\n$patch: delete\nhostname: n1\nauto: \"off\"\n").unwrap();
+        apply(
+            &mut c,
+            "apiVersion: v1alpha1\nkind: HostnameConfig\n$patch: delete\nhostname: n1\n",
+        )
+        .unwrap();
+        assert_eq!(c.docs.len(), 1);
+        let mut c = base();
+        apply(
+            &mut c,
+            "apiVersion: v1alpha1\nkind: HostnameConfig\n$patch: delete\n---\napiVersion: v1alpha1\nkind: HostnameConfig\nhostname: n1\n",
+        )
+        .unwrap();
         assert_eq!(
             c.docs[1],
-            json!({"apiVersion": "v1alpha1", "kind": "HostnameConfig", "hostname": "n1", "auto": "off"})
+            json!({"apiVersion": "v1alpha1", "kind": "HostnameConfig", "hostname": "n1"})
         );
     }
 

@@ -69,6 +69,10 @@ const KIND_SECRETS: &[(&str, &[&str])] = &[
     ("KubeServiceAccountConfig", &["issuer.privateKey"]),
     ("DiscoveryIdentityConfig", &["clusterSecret"]),
     ("EnvironmentConfig", &["variables.*"]),
+    // Recommended sensitive, 1.14 equivalents of the v1alpha1 fields above.
+    ("KubeInlineManifestConfig", &["manifest"]),
+    ("KubeExternalManifestConfig", &["headers.*"]),
+    ("KubeCredentialProviderConfig", &["configuration"]),
 ];
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -467,9 +471,9 @@ mod tests {
             assert!(vals.iter().any(|v| v == s), "{s} not in {vals:?}");
         }
         assert!(
-            !vals
-                .iter()
-                .any(|v| v.is_empty() || v == "PUBLICCRT" || v == "-----BEGIN RSA PRIVATE KEY-----")
+            !vals.iter().any(|v| v.is_empty()
+                || v == "PUBLICCRT"
+                || v == "-----BEGIN RSA PRIVATE KEY-----")
         );
         assert!(vals.windows(2).all(|w| w[0].len() >= w[1].len()));
     }
@@ -506,6 +510,21 @@ mod tests {
                 .unwrap()
                 .contains("changed")
         );
+    }
+
+    #[test]
+    fn kube_114_manifest_documents_are_masked() {
+        let c = MachineConfig {
+            docs: vec![
+                json!({"apiVersion": "v1alpha1", "kind": "KubeInlineManifestConfig", "name": "cilium", "manifest": "kind: Secret\ndata: {}"}),
+                json!({"apiVersion": "v1alpha1", "kind": "KubeExternalManifestConfig", "name": "flux", "url": "https://x/y.yaml", "headers": {"Authorization": "Bearer t0k"}}),
+            ],
+        };
+        let r = redacted(&c);
+        assert_eq!(r.docs[0]["manifest"], MASK);
+        assert_eq!(r.docs[1]["headers"]["Authorization"], MASK);
+        assert_eq!(r.docs[1]["url"], "https://x/y.yaml");
+        assert!(secret_values(&c).contains(&"Bearer t0k".to_string()));
     }
 
     #[test]
