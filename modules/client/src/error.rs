@@ -1,0 +1,425 @@
+//! Errors translated for humans: which node, what failed, and what to do about it.
+//!
+//! Talos failures reach us in two shapes: TLS handshake failures (from rustls,
+//! buried in the transport error chain) and gRPC statuses. Both are classified
+//! into an [`ErrorKind`] here, so callers branch on the kind and users read a
+//! sentence instead of `transport error`. Nothing here ever formats key material:
+//! only status messages and error texts are kept.
+
+use std::error::Error as StdError;
+use std::fmt;
+
+use rustls::{AlertDescription, CertificateError};
+use tonic::Code;
+
+/// What kind of failure happened, independent of the wording.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The node could not be reached (connection refused, no route, Unavailable).
+    Unreachable,
+    /// The node's server certificate is not signed by the CA we trust.
+    WrongCa,
+    /// The node's certificate does not cover the address we dialled.
+    ServerNameMismatch,
+    /// Our client certificate has expired (checked locally or reported by the node).
+    ClientCertExpired,
+    /// The node refused our client certificate (unknown CA, bad usage, or none sent).
+    ClientCertRejected,
+    /// The node answered `PermissionDenied`: the certificate's role may not do this.
+    PermissionDenied,
+    /// The node has no machine config yet (maintenance mode) and cannot do this.
+    MaintenanceMode,
+    /// Talos rejected the machine configuration; `reason` is Talos's own text.
+    InvalidConfig { reason: String },
+    /// The thing already exists (e.g. etcd already bootstrapped).
+    AlreadyExists,
+    /// The resource or file does not exist.
+    NotFound,
+    /// The node does not implement this call (version, machine type or mode).
+    Unimplemented,
+    /// The call or wait ran out of time.
+    Timeout,
+    /// The talosconfig or credentials could not be used.
+    Credentials,
+    /// The endpoint string could not be parsed.
+    InvalidEndpoint,
+    /// Anything else; the message carries the detail.
+    Other,
+}
+
+/// A failed Talos operation, with enough context to act on it.
+#[derive(Debug, Clone)]
+pub struct ClientError {
+    /// The node the operation targeted (node name/IP, or the endpoint).
+    pub node: String,
+    /// What we were doing, in words (e.g. "apply configuration").
+    pub operation: String,
+    pub kind: ErrorKind,
+    /// The gRPC status code when the failure was a gRPC status.
+    pub grpc_code: Option<i32>,
+    /// The underlying detail (Talos's status message or the transport error text).
+    pub message: String,
+}
+
+impl ClientError {
+    pub fn new(
+        node: impl Into<String>,
+        operation: impl Into<String>,
+        kind: ErrorKind,
+        message: impl Into<String>,
+    ) -> Self {
+        ClientError {
+            node: node.into(),
+            operation: operation.into(),
+            kind,
+            grpc_code: None,
+            message: message.into(),
+        }
+    }
+
+    /// Classify a gRPC status returned by (or on the way to) `node`.
+    pub fn from_status(node: &str, operation: &str, status: &tonic::Status) -> Self {
+        // A status produced by the transport may hide a TLS alert in its source chain.
+        if let Some(kind) = tls_kind_in_chain(status) {
+            return ClientError {
+                grpc_code: Some(status.code() as i32),
+                ..ClientError::new(node, operation, kind, chain_text(status))
+            };
+        }
+        let message = status.message().to_string();
+        let kind = kind_for_status(operation, status.code(), &message);
+        let message = if message.is_empty() {
+            chain_text(status)
+        } else {
+            message
+        };
+        ClientError {
+            grpc_code: Some(status.code() as i32),
+            ..ClientError::new(node, operation, kind, message)
+        }
+    }
+
+    /// Classify a connection-time failure (TCP connect, TLS handshake, HTTP/2 setup).
+    pub fn from_transport(node: &str, operation: &str, err: &(dyn StdError + 'static)) -> Self {
+        let kind = tls_kind_in_chain(err).unwrap_or_else(|| {
+            if chain_has_timeout(err) {
+                ErrorKind::Timeout
+            } else {
+                ErrorKind::Unreachable
+            }
+        });
+        ClientError::new(node, operation, kind, chain_text(err))
+    }
+
+    /// The same error re-labelled for another operation name.
+    pub fn during(mut self, operation: impl Into<String>) -> Self {
+        self.operation = operation.into();
+        self
+    }
+
+    fn advice(&self) -> String {
+        match &self.kind {
+            ErrorKind::Unreachable => "the node is unreachable; check that it is powered on, \
+                 that the address and port (default 50000) are right, and that nothing blocks the connection"
+                .into(),
+            ErrorKind::WrongCa => "the node's certificate is not signed by the CA in your talosconfig \
+                 (wrong CA?); check that the talosconfig belongs to this cluster"
+                .into(),
+            ErrorKind::ServerNameMismatch => "the node's certificate does not list the address you \
+                 connected to; connect to a node address or add this name to machine.certSANs"
+                .into(),
+            ErrorKind::ClientCertExpired => "the client certificate in your talosconfig has expired; \
+                 generate a new talosconfig from the secrets bundle"
+                .into(),
+            ErrorKind::ClientCertRejected => "the node rejected the client certificate (not signed by a \
+                 CA the node accepts, or the node requires one that was not sent); check that the \
+                 talosconfig belongs to this cluster, or whether the node already left maintenance mode"
+                .into(),
+            ErrorKind::PermissionDenied => "the client certificate's role is not allowed to do this \
+                 (an os:admin talosconfig is needed; nodes in maintenance mode allow only read-only calls)"
+                .into(),
+            ErrorKind::MaintenanceMode => "the node is in maintenance mode (no machine config yet); \
+                 apply a configuration first"
+                .into(),
+            ErrorKind::InvalidConfig { reason } => {
+                format!("Talos rejected the configuration: {reason}")
+            }
+            ErrorKind::AlreadyExists => "it already exists".into(),
+            ErrorKind::NotFound => "not found".into(),
+            ErrorKind::Unimplemented => "the node does not support this call \
+                 (Talos version, machine type or mode)"
+                .into(),
+            ErrorKind::Timeout => "timed out".into(),
+            ErrorKind::Credentials => "the credentials could not be used".into(),
+            ErrorKind::InvalidEndpoint => "invalid endpoint".into(),
+            ErrorKind::Other => String::new(),
+        }
+    }
+}
+
+impl fmt::Display for ClientError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "node {}: {}: ", self.node, self.operation)?;
+        let advice = self.advice();
+        let detail_in_advice = matches!(self.kind, ErrorKind::InvalidConfig { .. });
+        match (
+            advice.is_empty(),
+            self.message.is_empty() || detail_in_advice,
+        ) {
+            (true, _) => write!(f, "{}", self.message),
+            (false, true) => write!(f, "{advice}"),
+            (false, false) => write!(f, "{advice} ({})", self.message),
+        }
+    }
+}
+
+impl StdError for ClientError {}
+
+/// Result alias for this crate.
+pub type Result<T, E = ClientError> = std::result::Result<T, E>;
+
+fn kind_for_status(operation: &str, code: Code, message: &str) -> ErrorKind {
+    let lower = message.to_ascii_lowercase();
+    match code {
+        Code::Unavailable => ErrorKind::Unreachable,
+        Code::DeadlineExceeded => ErrorKind::Timeout,
+        Code::PermissionDenied => ErrorKind::PermissionDenied,
+        Code::Unauthenticated => ErrorKind::ClientCertRejected,
+        Code::AlreadyExists => ErrorKind::AlreadyExists,
+        Code::NotFound => ErrorKind::NotFound,
+        Code::Unimplemented if lower.contains("machine type is not set") => {
+            ErrorKind::MaintenanceMode
+        }
+        Code::Unimplemented => ErrorKind::Unimplemented,
+        // Apply reports parse and validation failures as InvalidArgument with the reason.
+        Code::InvalidArgument if operation.contains("apply") => ErrorKind::InvalidConfig {
+            reason: message.to_string(),
+        },
+        _ => ErrorKind::Other,
+    }
+}
+
+/// Find a TLS failure anywhere in the chain. rustls errors reach us wrapped in
+/// `io::Error` (tokio-rustls), then in hyper/h2/tonic errors; some layers keep only
+/// the text, so the text of every level is checked too.
+pub(crate) fn tls_kind_in_chain(err: &(dyn StdError + 'static)) -> Option<ErrorKind> {
+    let mut cur: Option<&(dyn StdError + 'static)> = Some(err);
+    while let Some(e) = cur {
+        if let Some(tls) = e.downcast_ref::<rustls::Error>() {
+            return tls_kind(tls);
+        }
+        if let Some(io) = e.downcast_ref::<std::io::Error>()
+            && let Some(tls) = io.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>())
+        {
+            return tls_kind(tls);
+        }
+        if let Some(kind) = tls_kind_from_text(&e.to_string()) {
+            return Some(kind);
+        }
+        cur = e.source();
+    }
+    None
+}
+
+fn tls_kind(err: &rustls::Error) -> Option<ErrorKind> {
+    Some(match err {
+        rustls::Error::InvalidCertificate(cert) => match cert {
+            CertificateError::UnknownIssuer | CertificateError::BadSignature => ErrorKind::WrongCa,
+            CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. } => {
+                ErrorKind::ServerNameMismatch
+            }
+            _ => ErrorKind::Other,
+        },
+        rustls::Error::AlertReceived(alert) => match alert {
+            AlertDescription::CertificateExpired => ErrorKind::ClientCertExpired,
+            AlertDescription::CertificateRequired
+            | AlertDescription::BadCertificate
+            | AlertDescription::UnknownCA
+            | AlertDescription::UnsupportedCertificate
+            | AlertDescription::AccessDenied => ErrorKind::ClientCertRejected,
+            _ => ErrorKind::Other,
+        },
+        _ => return None,
+    })
+}
+
+fn tls_kind_from_text(text: &str) -> Option<ErrorKind> {
+    let t = text.to_ascii_lowercase();
+    if t.contains("unknownissuer") || t.contains("unknown issuer") {
+        Some(ErrorKind::WrongCa)
+    } else if t.contains("notvalidforname") || t.contains("not valid for name") {
+        Some(ErrorKind::ServerNameMismatch)
+    } else if t.contains("alert") && t.contains("certificateexpired") {
+        Some(ErrorKind::ClientCertExpired)
+    } else if t.contains("alert")
+        && (t.contains("certificaterequired")
+            || t.contains("badcertificate")
+            || t.contains("unknownca"))
+    {
+        Some(ErrorKind::ClientCertRejected)
+    } else {
+        None
+    }
+}
+
+fn chain_has_timeout(err: &(dyn StdError + 'static)) -> bool {
+    let mut cur: Option<&(dyn StdError + 'static)> = Some(err);
+    while let Some(e) = cur {
+        if let Some(io) = e.downcast_ref::<std::io::Error>()
+            && io.kind() == std::io::ErrorKind::TimedOut
+        {
+            return true;
+        }
+        if e.to_string().to_ascii_lowercase().contains("timed out") {
+            return true;
+        }
+        cur = e.source();
+    }
+    false
+}
+
+/// The texts of an error and its sources, deduplicated and joined with ": ".
+pub(crate) fn chain_text(err: &(dyn StdError + 'static)) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut cur: Option<&(dyn StdError + 'static)> = Some(err);
+    while let Some(e) = cur {
+        let text = e.to_string();
+        if !text.is_empty() && !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        cur = e.source();
+    }
+    parts.join(": ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status_err(op: &str, code: Code, msg: &str) -> ClientError {
+        ClientError::from_status("10.5.0.2", op, &tonic::Status::new(code, msg))
+    }
+
+    #[test]
+    fn permission_denied_names_the_role_problem() {
+        let e = status_err("bootstrap", Code::PermissionDenied, "not authorized");
+        assert_eq!(e.kind, ErrorKind::PermissionDenied);
+        assert_eq!(e.grpc_code, Some(Code::PermissionDenied as i32));
+        let text = e.to_string();
+        assert!(text.starts_with("node 10.5.0.2: bootstrap: "), "{text}");
+        assert!(text.contains("role is not allowed"), "{text}");
+        assert!(text.contains("not authorized"), "{text}");
+    }
+
+    #[test]
+    fn invalid_argument_on_apply_is_invalid_config_with_reason() {
+        let e = status_err(
+            "apply configuration",
+            Code::InvalidArgument,
+            "unknown keys found during decoding",
+        );
+        assert_eq!(
+            e.kind,
+            ErrorKind::InvalidConfig {
+                reason: "unknown keys found during decoding".into()
+            }
+        );
+        assert!(
+            e.to_string()
+                .ends_with("Talos rejected the configuration: unknown keys found during decoding")
+        );
+        // Elsewhere InvalidArgument is not a config problem.
+        let e = status_err(
+            "version",
+            Code::InvalidArgument,
+            "node metadata must be single-valued",
+        );
+        assert_eq!(e.kind, ErrorKind::Other);
+    }
+
+    #[test]
+    fn status_codes_map_to_kinds() {
+        assert_eq!(
+            status_err("x", Code::Unavailable, "down").kind,
+            ErrorKind::Unreachable
+        );
+        assert_eq!(
+            status_err("x", Code::AlreadyExists, "etcd data directory is not empty").kind,
+            ErrorKind::AlreadyExists
+        );
+        assert_eq!(
+            status_err("x", Code::NotFound, "no such file").kind,
+            ErrorKind::NotFound
+        );
+        assert_eq!(
+            status_err("x", Code::DeadlineExceeded, "").kind,
+            ErrorKind::Timeout
+        );
+        assert_eq!(
+            status_err(
+                "x",
+                Code::Unimplemented,
+                "machine type is not set, cannot use member list API"
+            )
+            .kind,
+            ErrorKind::MaintenanceMode
+        );
+        assert_eq!(
+            status_err(
+                "x",
+                Code::Unimplemented,
+                "member list is only available on control plane nodes"
+            )
+            .kind,
+            ErrorKind::Unimplemented
+        );
+    }
+
+    #[test]
+    fn tls_errors_in_an_io_chain_are_found() {
+        let io = std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            rustls::Error::InvalidCertificate(CertificateError::UnknownIssuer),
+        );
+        let e = ClientError::from_transport("10.5.0.2", "apply configuration", &io);
+        assert_eq!(e.kind, ErrorKind::WrongCa);
+        assert!(e.to_string().starts_with(
+            "node 10.5.0.2: apply configuration: the node's certificate is not signed by the CA \
+             in your talosconfig (wrong CA?); check that the talosconfig belongs to this cluster"
+        ));
+
+        let alert = std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            rustls::Error::AlertReceived(AlertDescription::CertificateExpired),
+        );
+        let e = ClientError::from_transport("n", "version", &alert);
+        assert_eq!(e.kind, ErrorKind::ClientCertExpired);
+
+        let alert = rustls::Error::AlertReceived(AlertDescription::CertificateRequired);
+        let e = ClientError::from_transport("n", "version", &alert);
+        assert_eq!(e.kind, ErrorKind::ClientCertRejected);
+    }
+
+    #[test]
+    fn tls_errors_are_found_by_text_when_types_are_lost() {
+        #[derive(Debug)]
+        struct Flat(String);
+        impl fmt::Display for Flat {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+        impl StdError for Flat {}
+        let e = Flat("connection error: received fatal alert: CertificateRequired".into());
+        assert_eq!(tls_kind_in_chain(&e), Some(ErrorKind::ClientCertRejected));
+        let e = Flat("invalid peer certificate: UnknownIssuer".into());
+        assert_eq!(tls_kind_in_chain(&e), Some(ErrorKind::WrongCa));
+        let e = Flat("connection refused".into());
+        assert_eq!(tls_kind_in_chain(&e), None);
+        assert_eq!(
+            ClientError::from_transport("n", "connect", &e).kind,
+            ErrorKind::Unreachable
+        );
+    }
+}

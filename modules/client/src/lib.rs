@@ -1,0 +1,42 @@
+//! Talos API client for the ferro.talos modules: finds and reads the talosconfig,
+//! holds credentials in memory, opens the mutual-TLS (or maintenance-mode) gRPC
+//! channel to an apid endpoint, routes calls to nodes with `node` metadata, and
+//! offers typed calls with deadlines, safe retries, a maintenance-mode probe and
+//! reboot waiting. Failures become [`ClientError`]s that say which node, what
+//! failed and what to do. This crate never reads module arguments, never writes
+//! stdout, never writes credentials to disk and never puts key material in an
+//! error or a `Debug` output. It is the only crate that knows tonic and rustls.
+//!
+//! The API is async; modules are short-lived, so a current-thread runtime is enough:
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), ferro_talos_client::ClientError> {
+//! use ferro_talos_client::{ConnectOptions, TalosClient, TalosConfig};
+//! let cfg = TalosConfig::load(None)?;
+//! let (_, ctx) = cfg.context(None)?;
+//! let creds = ctx.credentials()?;
+//! let client = TalosClient::connect(&ctx.endpoints[0], &creds, ConnectOptions::default()).await?;
+//! let version = client.with_node("10.5.0.3").version().await?;
+//! # let _ = version; Ok(()) }
+//! ```
+
+mod client;
+mod credentials;
+mod endpoint;
+mod error;
+mod talosconfig;
+mod wait;
+
+pub use client::{
+    ApplyMode, BOOT_ID_PATH, ConnectOptions, EventStream, InstallOutcome, MAX_MESSAGE_SIZE,
+    MachineStatus, RebootMode, TalosClient, UpgradeRebootMode, containerd_system,
+    decode_machine_config, decode_machine_status, extract_kubeconfig,
+};
+pub use credentials::Credentials;
+pub use endpoint::{DEFAULT_PORT, Endpoint};
+pub use error::{ClientError, ErrorKind, Result};
+pub use talosconfig::{Context, TalosConfig, resolve_path};
+pub use wait::{NodeMode, RebootDone, probe, wait_for_reboot};
+
+/// The generated protocol types, for callers that need request/reply messages.
+pub use ferro_talos_proto as proto;

@@ -1,0 +1,142 @@
+//! Telling node modes apart and waiting for a node to come back from a reboot.
+
+use std::time::{Duration, Instant};
+
+use crate::client::{ConnectOptions, TalosClient};
+use crate::credentials::Credentials;
+use crate::error::{ClientError, ErrorKind, Result};
+
+/// What a node at an endpoint currently is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeMode {
+    /// Serves without client certificates and has no machine config.
+    Maintenance,
+    /// Requires mutual TLS: it has a machine config.
+    Configured,
+    /// Nothing answered (refused, timed out, no route).
+    Unreachable,
+}
+
+/// Probe an endpoint without credentials. A node in maintenance mode completes the
+/// TLS handshake without a client certificate and answers Version without
+/// `features`; a configured node rejects the connection ("certificate required").
+pub async fn probe(endpoint: &str, opts: &ConnectOptions) -> Result<NodeMode> {
+    let mut opts = opts.clone();
+    opts.read_retries = 0;
+    let client = match TalosClient::connect_maintenance(endpoint, opts).await {
+        Ok(c) => c,
+        Err(e) => return classify_probe(e),
+    };
+    match client.version().await {
+        Ok(v) if v.features.is_none() => Ok(NodeMode::Maintenance),
+        // Only a configured node fills `features`; seeing it here would mean the
+        // node served us without a client certificate, which Talos never does.
+        Ok(_) => Ok(NodeMode::Configured),
+        Err(e) => classify_probe(e),
+    }
+}
+
+fn classify_probe(e: ClientError) -> Result<NodeMode> {
+    match e.kind {
+        ErrorKind::ClientCertRejected | ErrorKind::PermissionDenied => Ok(NodeMode::Configured),
+        ErrorKind::Unreachable | ErrorKind::Timeout => Ok(NodeMode::Unreachable),
+        _ => Err(e.during("probe node mode")),
+    }
+}
+
+/// How a node came back from a reboot.
+#[derive(Debug, Clone)]
+pub struct RebootDone {
+    /// The new boot ID, when it could be read.
+    pub boot_id: Option<String>,
+    /// Talos version tag reported after the reboot.
+    pub version_tag: String,
+}
+
+/// Poll `endpoint` (targeting `node` through it when given) until the node answers
+/// again after a reboot. With `old_boot_id`, success is a different boot ID; without
+/// it (the role may not read it), success is answering again after having gone away.
+/// Each poll uses a fresh connection. Ends with a `Timeout` error at `timeout`.
+pub async fn wait_for_reboot(
+    endpoint: &str,
+    node: Option<&str>,
+    creds: &Credentials,
+    old_boot_id: Option<&str>,
+    timeout: Duration,
+    poll_interval: Duration,
+) -> Result<RebootDone> {
+    let started = Instant::now();
+    let deadline = started + timeout;
+    let target = node.unwrap_or(endpoint).to_string();
+    let mut went_away = false;
+    let mut last_state = String::from("no answer yet");
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(ClientError::new(
+                &target,
+                "wait for reboot",
+                ErrorKind::Timeout,
+                format!(
+                    "the node did not come back within {}s (last state: {last_state}); \
+                     check its console, or whether it came back on another address",
+                    timeout.as_secs()
+                ),
+            ));
+        }
+        let attempt_limit = left.min(Duration::from_secs(10));
+        let opts = ConnectOptions {
+            connect_timeout: attempt_limit,
+            call_timeout: attempt_limit,
+            stream_timeout: attempt_limit,
+            read_retries: 0,
+            ..ConnectOptions::default()
+        };
+        match poll_once(endpoint, node, creds, opts).await {
+            Ok((boot_id, tag)) => {
+                let changed = match (old_boot_id, &boot_id) {
+                    (Some(old), Some(new)) => old != new,
+                    _ => went_away,
+                };
+                if changed {
+                    return Ok(RebootDone {
+                        boot_id,
+                        version_tag: tag,
+                    });
+                }
+                last_state = "answering, but not rebooted yet".into();
+            }
+            Err(e) => {
+                // Only "not there" counts as going away; a wrong CA or a denied
+                // call will not fix itself by waiting.
+                match e.kind {
+                    ErrorKind::Unreachable | ErrorKind::Timeout => went_away = true,
+                    // Freshly booted nodes may briefly present a certificate we
+                    // reject, or refuse calls while services start.
+                    ErrorKind::Other | ErrorKind::Unimplemented => went_away = true,
+                    _ => return Err(e.during("wait for reboot")),
+                }
+                last_state = e.to_string();
+            }
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        tokio::time::sleep(poll_interval.min(left)).await;
+    }
+}
+
+async fn poll_once(
+    endpoint: &str,
+    node: Option<&str>,
+    creds: &Credentials,
+    opts: ConnectOptions,
+) -> Result<(Option<String>, String)> {
+    let client = TalosClient::connect(endpoint, creds, opts).await?;
+    let client = match node {
+        Some(n) => client.with_node(n),
+        None => client,
+    };
+    let version = client.version().await?;
+    let tag = version.version.map(|v| v.tag).unwrap_or_default();
+    let boot_id = client.boot_id().await?;
+    Ok((boot_id, tag))
+}
