@@ -5,3 +5,10 @@
 //! (atomically, 0600); it never prints: the protocol crate owns stdout.
 
 pub mod files;
+pub mod talos_config;
+
+/// Lower-case hex SHA-256, the form every `*_sha256` result uses.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(bytes))
+}

@@ -1,0 +1,527 @@
+//! `talos_config`: the secrets bundle, one node type's machine config and the talosconfig.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, bail};
+use ferro_ansible_protocol::{Context, Diff, ModuleError, ModuleResult, Opt, Params, Spec, Type};
+use ferro_talos_config::contract::Contract;
+use ferro_talos_config::generate::{GenerateOptions, MachineType};
+use ferro_talos_config::patch::{Patch, duplicate_warnings};
+use ferro_talos_config::{MachineConfig, diff, redact, risk, validate};
+use ferro_talos_secrets::{Bundle, TalosConfig};
+use serde_json::{Value, json};
+use time::OffsetDateTime;
+
+use crate::files::{SECRET_MODE, read_optional, write_atomic};
+use crate::sha256_hex;
+
+/// The options of `talos_config`, mirrored in `plugins/modules/talos_config.yml`.
+pub fn spec() -> Spec {
+    Spec::new()
+        .option(Opt::path("secrets_file"))
+        .option(Opt::dict("secrets").no_log())
+        .option(Opt::bool("generate_secrets").default(false))
+        .option(Opt::str("machine_type").choices(&["controlplane", "worker"]))
+        .option(Opt::str("cluster_name"))
+        .option(Opt::str("cluster_endpoint"))
+        .option(Opt::str("talos_version").default("v1.13"))
+        .option(Opt::str("kubernetes_version"))
+        .option(Opt::str("install_disk").default("/dev/sda"))
+        .option(Opt::str("install_image"))
+        .option(Opt::list("additional_sans").elements(Type::Str).default(json!([])))
+        .option(Opt::str("dns_domain").default("cluster.local"))
+        .option(Opt::list("pod_subnets").elements(Type::Str).default(json!(["10.244.0.0/16"])))
+        .option(Opt::list("service_subnets").elements(Type::Str).default(json!(["10.96.0.0/12"])))
+        .option(Opt::bool("allow_scheduling_on_control_planes").default(false))
+        .option(Opt::dict("registry_mirrors").default(json!({})))
+        .option(Opt::list("install_extra_kernel_args").elements(Type::Str).default(json!([])))
+        .option(Opt::int("local_api_server_port"))
+        .option(Opt::list("patches").elements(Type::Raw).default(json!([])))
+        .option(Opt::str("base_config"))
+        .option(Opt::path("dest"))
+        .option(Opt::path("talosconfig"))
+        .option(Opt::list("endpoints").elements(Type::Str).default(json!([])))
+        .option(Opt::list("nodes").elements(Type::Str).default(json!([])))
+        .option(Opt::int("talosconfig_renew_before").default(30))
+        .option(Opt::bool("validate").default(true))
+        .option(Opt::bool("return_content").default(false))
+        .mutually_exclusive(&["secrets_file", "secrets"])
+        .mutually_exclusive(&["base_config", "machine_type"])
+        .required_one_of(&["dest", "talosconfig", "secrets_file"])
+}
+
+pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
+    let now = OffsetDateTime::now_utc();
+    let mut result = ModuleResult::unchanged();
+    let mut changed = false;
+    let mut messages: Vec<String> = Vec::new();
+
+    let contract = Contract::parse(p.str("talos_version").unwrap_or("v1.13"))
+        .map_err(|e| option_error("talos_version", e))?;
+
+    // Secrets first: everything else is derived from them.
+    let (bundle, secrets_generated) = load_secrets(p, contract)?;
+    if let Some(b) = &bundle {
+        for s in ferro_talos_secrets::secret_strings(b) {
+            ctx.mask(s);
+        }
+    }
+    result = result.with("secrets_generated", secrets_generated);
+    if secrets_generated {
+        changed = true;
+        let path = p.path("secrets_file").unwrap_or_default();
+        messages.push(if ctx.check_mode {
+            format!("would generate a new secrets bundle in {}", path.display())
+        } else {
+            format!("generated a new secrets bundle in {}", path.display())
+        });
+    }
+
+    // The machine config.
+    let mut rendered: Option<MachineConfig> = None;
+    if p.is_set("machine_type") || p.is_set("base_config") {
+        let cfg = render(p, contract, bundle.as_ref())?;
+        for s in redact::secret_values(&cfg) {
+            ctx.mask(s);
+        }
+        for w in duplicate_warnings(&cfg) {
+            ctx.warn(w);
+        }
+        if p.bool("validate") {
+            match validate::validate(&cfg) {
+                Ok(warnings) => warnings.into_iter().for_each(|w| ctx.warn(w)),
+                Err(errors) => {
+                    return Err(ModuleError::new(format!(
+                        "the rendered config is not valid: {}; fix the inputs or patches (or set validate: false)",
+                        errors.join("; ")
+                    )));
+                }
+            }
+        }
+        rendered = Some(cfg);
+    } else if p.is_set("dest") {
+        return Err(ModuleError::new(
+            "dest needs a config to write: set machine_type (to generate one) or base_config (to patch one)",
+        ));
+    }
+
+    if let Some(cfg) = &rendered {
+        let text = cfg.to_yaml();
+        let sha = sha256_hex(text.as_bytes());
+        result = result
+            .with("config_sha256", sha)
+            .with("contract", format!("v{contract}"));
+        if p.bool("return_content") {
+            result = result.with("config", text.clone());
+        }
+        if let Some(dest) = p.path("dest") {
+            let outcome = converge_config_file(ctx, &dest, cfg, &text)?;
+            if outcome.changed {
+                changed = true;
+                messages.push(if ctx.check_mode {
+                    format!("would write {}", dest.display())
+                } else {
+                    format!("wrote {}", dest.display())
+                });
+            }
+            result = result
+                .with("changed_paths", outcome.changed_paths)
+                .with("risky_changes", outcome.risky)
+                .with("config_path", dest.display().to_string());
+            if let Some(d) = outcome.diff {
+                result = result.diff(d);
+            }
+        }
+    }
+
+    // The talosconfig.
+    if let Some(path) = p.path("talosconfig") {
+        let Some(bundle) = &bundle else {
+            return Err(ModuleError::new(
+                "talosconfig needs the secrets bundle to issue an admin certificate: set secrets_file or secrets",
+            ));
+        };
+        let cluster_name = cluster_name(p, rendered.as_ref()).ok_or_else(|| {
+            ModuleError::new("talosconfig needs cluster_name (the context name)")
+        })?;
+        let outcome = converge_talosconfig(ctx, p, &path, bundle, &cluster_name, now)?;
+        if outcome.changed {
+            changed = true;
+            messages.push(format!(
+                "{} {}: {}",
+                if ctx.check_mode { "would write" } else { "wrote" },
+                path.display(),
+                outcome.reason
+            ));
+        }
+        result = result
+            .with("talosconfig_changed", outcome.changed)
+            .with("talosconfig_reason", outcome.reason);
+        if let Some(d) = outcome.diff {
+            result = result.diff(d);
+        }
+    }
+
+    // Write the generated bundle last among the checks but before reporting: if anything above
+    // failed, no new bundle was left behind that the user did not get a config for.
+    if secrets_generated && !ctx.check_mode {
+        let path = p.path("secrets_file").unwrap_or_default();
+        let b = bundle.as_ref().ok_or_else(|| ModuleError::new("internal error: no bundle"))?;
+        write_atomic(&path, b.to_yaml().as_bytes(), SECRET_MODE).map_err(module_error)?;
+    }
+
+    let msg = if messages.is_empty() {
+        "everything is up to date".to_string()
+    } else {
+        messages.join("; ")
+    };
+    result.changed = changed;
+    Ok(result.msg(msg))
+}
+
+fn load_secrets(
+    p: &Params,
+    contract: Contract,
+) -> Result<(Option<Bundle>, bool), ModuleError> {
+    if let Some(dict) = p.dict("secrets") {
+        let bundle = Bundle::from_value(&Value::Object(dict.clone()))
+            .map_err(|e| ModuleError::new(format!("secrets: {e:#}")))?;
+        return Ok((Some(bundle), false));
+    }
+    let Some(path) = p.path("secrets_file") else {
+        return Ok((None, false));
+    };
+    match read_optional(&path).map_err(module_error)? {
+        Some(text) => {
+            let bundle = Bundle::from_yaml(&text).map_err(|e| {
+                ModuleError::new(format!("secrets_file {}: {e:#}", path.display()))
+            })?;
+            Ok((Some(bundle), false))
+        }
+        None if p.bool("generate_secrets") => {
+            let bundle =
+                Bundle::generate((u64::from(contract.major), u64::from(contract.minor)))
+                    .map_err(module_error)?;
+            Ok((Some(bundle), true))
+        }
+        None => Err(ModuleError::new(format!(
+            "secrets_file {} does not exist; set generate_secrets: true to create a new bundle \
+             (only for a new cluster: a new bundle cannot manage a cluster built from another one)",
+            path.display()
+        ))),
+    }
+}
+
+fn render(p: &Params, contract: Contract, bundle: Option<&Bundle>) -> Result<MachineConfig, ModuleError> {
+    let mut cfg = if let Some(base) = p.str("base_config") {
+        let text = read_base_config(base).map_err(|e| option_error("base_config", e))?;
+        MachineConfig::parse(&text).map_err(|e| option_error("base_config", e))?
+    } else {
+        let bundle = bundle.ok_or_else(|| {
+            ModuleError::new(
+                "rendering a machine config needs the secrets bundle: set secrets_file or secrets",
+            )
+        })?;
+        let opts = generate_options(p, contract)?;
+        MachineConfig::generate(bundle, &opts).map_err(module_error)?
+    };
+    let patches = load_patches(p)?;
+    cfg.apply_patches(&patches)
+        .map_err(|e| ModuleError::new(format!("patches: {e:#}")))?;
+    Ok(cfg)
+}
+
+fn generate_options(p: &Params, contract: Contract) -> Result<GenerateOptions, ModuleError> {
+    let machine_type = match p.str("machine_type") {
+        Some("controlplane") => MachineType::ControlPlane,
+        _ => MachineType::Worker,
+    };
+    let cluster_name = p
+        .str("cluster_name")
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| ModuleError::new("machine_type needs cluster_name"))?;
+    let endpoint = p
+        .str("cluster_endpoint")
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| {
+            ModuleError::new(
+                "machine_type needs cluster_endpoint, the Kubernetes API URL (e.g. https://10.0.0.10:6443)",
+            )
+        })?;
+    let mut opts = GenerateOptions::new(contract, machine_type, cluster_name, endpoint);
+    if let Some(version) = p.str("kubernetes_version") {
+        let bare = version.trim_start_matches('v');
+        if semver::Version::parse(bare).is_err() {
+            return Err(ModuleError::new(format!(
+                "kubernetes_version must be a version like 1.36.2, got {version:?}"
+            )));
+        }
+        opts.kubernetes_version = bare.to_string();
+    }
+    opts.install_disk = non_empty(p.str("install_disk"));
+    if p.is_set("install_image") {
+        opts.install_image = non_empty(p.str("install_image"));
+    }
+    opts.additional_sans = strings(p, "additional_sans");
+    opts.dns_domain = p.str("dns_domain").unwrap_or("cluster.local").to_string();
+    opts.pod_subnets = strings(p, "pod_subnets");
+    opts.service_subnets = strings(p, "service_subnets");
+    opts.allow_scheduling_on_control_planes = p.bool("allow_scheduling_on_control_planes");
+    opts.install_extra_kernel_args = strings(p, "install_extra_kernel_args");
+    if let Some(port) = p.int("local_api_server_port") {
+        opts.local_api_server_port = Some(u16::try_from(port).ok().filter(|p| *p > 0).ok_or_else(|| {
+            ModuleError::new(format!("local_api_server_port must be a TCP port (1-65535), got {port}"))
+        })?);
+    }
+    for (host, url) in p.dict("registry_mirrors").into_iter().flatten() {
+        let url = url.as_str().filter(|u| !u.is_empty()).ok_or_else(|| {
+            ModuleError::new(format!(
+                "registry_mirrors.{host}: expected the mirror URL as a string, e.g. https://mirror.example.com"
+            ))
+        })?;
+        opts.registry_mirrors.push((host.clone(), url.to_string()));
+    }
+    Ok(opts)
+}
+
+/// A `base_config` value is a path when it is one line naming an existing file, else YAML.
+fn read_base_config(value: &str) -> Result<String> {
+    if !value.contains('\n') {
+        let path = Path::new(value);
+        if path.is_file() {
+            return std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read {}", path.display()));
+        }
+        if !value.contains(':') {
+            bail!("{value} is not an existing file and not YAML config content");
+        }
+    }
+    Ok(value.to_string())
+}
+
+/// Patches in order; empty ones are dropped (Talos would turn them into an empty JSON patch that
+/// fails on every multi-document config).
+fn load_patches(p: &Params) -> Result<Vec<Patch>, ModuleError> {
+    let mut out = Vec::new();
+    for (i, item) in p.list("patches").unwrap_or_default().iter().enumerate() {
+        let label = format!("patches[{i}]");
+        let text = match item {
+            Value::String(s) if s.starts_with('@') => {
+                let path = Path::new(&s[1..]);
+                std::fs::read_to_string(path).map_err(|e| {
+                    ModuleError::new(format!("{label}: cannot read patch file {}: {e}", path.display()))
+                })?
+            }
+            Value::String(s) => s.clone(),
+            Value::Object(_) | Value::Array(_) => item.to_string(),
+            Value::Null => continue,
+            other => {
+                return Err(ModuleError::new(format!(
+                    "{label}: expected YAML text, a dict, a list of JSON patch operations or @file, got {}",
+                    json_type(other)
+                )));
+            }
+        };
+        match Patch::parse_optional(&text) {
+            Ok(Some(patch)) => out.push(patch),
+            Ok(None) => {}
+            Err(e) => return Err(ModuleError::new(format!("{label}: {e:#}"))),
+        }
+    }
+    Ok(out)
+}
+
+struct FileOutcome {
+    changed: bool,
+    changed_paths: Vec<String>,
+    risky: Value,
+    diff: Option<Diff>,
+}
+
+/// Compares the new config with the file already at `dest` after normalisation (both sides
+/// re-encoded by the same encoder), and writes it when it differs.
+fn converge_config_file(
+    ctx: &mut Context,
+    dest: &Path,
+    cfg: &MachineConfig,
+    text: &str,
+) -> Result<FileOutcome, ModuleError> {
+    let existing_text = read_optional(dest).map_err(module_error)?;
+    let existing = match &existing_text {
+        Some(t) => match MachineConfig::parse(t) {
+            Ok(c) => Some(c),
+            Err(_) => {
+                ctx.warn(format!("{} does not hold a valid config; it will be replaced", dest.display()));
+                None
+            }
+        },
+        None => None,
+    };
+    if let Some(old) = &existing {
+        for s in redact::secret_values(old) {
+            ctx.mask(s);
+        }
+    }
+    let before = existing.clone().unwrap_or_default();
+    let same = existing.as_ref().map(|c| c.to_yaml() == text).unwrap_or(false);
+    let changed_paths = if same { Vec::new() } else { diff::changed_paths(&before, cfg) };
+    let risky: Vec<Value> = risk::risky_changes(&before, cfg)
+        .into_iter()
+        .map(|r| json!({"path": r.path, "reason": r.reason}))
+        .collect();
+    let diff = (!same && ctx.diff).then(|| {
+        let (b, a) = redact::redacted_pair(&before, cfg);
+        let before_text = if existing_text.is_some() { b.to_yaml() } else { String::new() };
+        Diff::new(before_text, a.to_yaml()).headers(
+            format!("{} (secrets masked)", dest.display()),
+            format!("{} (secrets masked)", dest.display()),
+        )
+    });
+    if !same && !ctx.check_mode {
+        write_atomic(dest, text.as_bytes(), SECRET_MODE).map_err(module_error)?;
+    }
+    Ok(FileOutcome { changed: !same, changed_paths, risky: Value::Array(risky), diff })
+}
+
+struct TalosconfigOutcome {
+    changed: bool,
+    reason: String,
+    diff: Option<Diff>,
+}
+
+fn converge_talosconfig(
+    ctx: &mut Context,
+    p: &Params,
+    path: &Path,
+    bundle: &Bundle,
+    cluster_name: &str,
+    now: OffsetDateTime,
+) -> Result<TalosconfigOutcome, ModuleError> {
+    let endpoints = strings(p, "endpoints");
+    let nodes = strings(p, "nodes");
+    let days = p.int("talosconfig_renew_before").unwrap_or(30);
+    if !(0..=3650).contains(&days) {
+        return Err(ModuleError::new(format!(
+            "talosconfig_renew_before must be a number of days between 0 and 3650, got {days}"
+        )));
+    }
+    let renew_before = Duration::from_secs(days as u64 * 86_400);
+    let (os_ca_crt, _) = bundle.os_ca_pem().map_err(module_error)?;
+
+    let existing_text = read_optional(path).map_err(module_error)?;
+    let existing = existing_text.as_deref().map(TalosConfig::from_yaml);
+    let (mut desired, reason) = match existing {
+        None => (None, "no talosconfig yet".to_string()),
+        Some(Err(e)) => (None, format!("the existing file is not a valid talosconfig ({e:#})")),
+        Some(Ok(cfg)) => match cfg.needs_renewal(cluster_name, &os_ca_crt, renew_before, now) {
+            Some(why) => (Some(cfg), why),
+            None => {
+                let reason = "admin certificate is valid and signed by the cluster's CA".to_string();
+                (Some(cfg), reason)
+            }
+        },
+    };
+    if let Some(cfg) = &desired {
+        if let Some(c) = cfg.contexts.get(cluster_name) {
+            ctx.mask(c.key.clone());
+        }
+    }
+    let keep_cert = desired
+        .as_ref()
+        .map(|c| c.needs_renewal(cluster_name, &os_ca_crt, renew_before, now).is_none())
+        .unwrap_or(false);
+    let mut reason = reason;
+    let new_cfg = if keep_cert {
+        // Keep the certificate; only endpoints, nodes and the current context may change.
+        let mut cfg = desired.take().expect("checked above");
+        let context = cfg.contexts.get_mut(cluster_name).expect("checked by needs_renewal");
+        let mut updates = Vec::new();
+        if context.endpoints != endpoints {
+            context.endpoints = endpoints.clone();
+            updates.push("endpoints");
+        }
+        if context.nodes != nodes {
+            context.nodes = nodes.clone();
+            updates.push("nodes");
+        }
+        if cfg.context.as_deref() != Some(cluster_name) {
+            cfg.context = Some(cluster_name.to_string());
+            updates.push("current context");
+        }
+        if !updates.is_empty() {
+            reason = format!("{reason}; updated {}", updates.join(" and "));
+        }
+        cfg
+    } else {
+        let fresh = TalosConfig::for_cluster(bundle, cluster_name, &endpoints, &nodes, now)
+            .map_err(module_error)?;
+        match desired.take() {
+            // Other contexts in the file are the user's: keep them.
+            Some(mut cfg) => {
+                let ctx_value = fresh.contexts.get(cluster_name).cloned().expect("just issued");
+                cfg.contexts.insert(cluster_name.to_string(), ctx_value);
+                cfg.context = Some(cluster_name.to_string());
+                reason = format!("re-issued the admin certificate: {reason}");
+                cfg
+            }
+            None => {
+                reason = format!("issued an admin certificate: {reason}");
+                fresh
+            }
+        }
+    };
+    if let Some(c) = new_cfg.contexts.get(cluster_name) {
+        ctx.mask(c.key.clone());
+    }
+    let text = new_cfg.to_yaml();
+    let changed = existing_text.as_deref() != Some(text.as_str());
+    let diff = (changed && ctx.diff).then(|| {
+        Diff::prepared(format!("talosconfig {}: {reason}\n", path.display()))
+    });
+    if changed && !ctx.check_mode {
+        write_atomic(path, text.as_bytes(), SECRET_MODE).map_err(module_error)?;
+    }
+    Ok(TalosconfigOutcome { changed, reason, diff })
+}
+
+fn cluster_name(p: &Params, cfg: Option<&MachineConfig>) -> Option<String> {
+    if let Some(name) = p.str("cluster_name").filter(|s| !s.is_empty()) {
+        return Some(name.to_string());
+    }
+    cfg?.v1alpha1()?
+        .pointer("/cluster/clusterName")?
+        .as_str()
+        .map(str::to_string)
+}
+
+fn strings(p: &Params, name: &str) -> Vec<String> {
+    p.str_list(name)
+        .unwrap_or_default()
+        .into_iter()
+        .map(str::to_string)
+        .collect()
+}
+
+fn non_empty(value: Option<&str>) -> Option<String> {
+    value.filter(|s| !s.is_empty()).map(str::to_string)
+}
+
+fn json_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "a dict",
+    }
+}
+
+fn option_error(option: &str, e: anyhow::Error) -> ModuleError {
+    ModuleError::new(format!("{option}: {e:#}"))
+}
+
+fn module_error(e: anyhow::Error) -> ModuleError {
+    ModuleError::new(format!("{e:#}"))
+}

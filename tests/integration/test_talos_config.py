@@ -1,0 +1,362 @@
+"""talos_config through real ansible-playbook runs against the installed collection."""
+
+import os
+import stat
+
+import pytest
+import yaml
+
+from secrets_scan import leaks, secret_forms
+
+STABILITY = "v1.13.6/stability-secrets.yaml"
+
+
+def mode_of(path):
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+def play(tasks, check_mode=None):
+    """A one-play playbook on localhost with the given tasks (YAML text, indented 4 spaces)."""
+    return f"""
+- hosts: localhost
+  gather_facts: false
+  tasks:
+{tasks}
+"""
+
+
+def golden_task(fixtures, dest, contract, machine_type, overrides):
+    extra = ""
+    if overrides:
+        extra = f"""
+        additional_sans: [foo, bar]
+        allow_scheduling_on_control_planes: true
+        dns_domain: example.com
+        install_disk: /dev/vda
+        registry_mirrors:
+          ghcr.io: https://ghcr.io.my-mirror.com
+        validate: false
+        install_extra_kernel_args: [foo=bar, bar=baz]
+        local_api_server_port: 5443
+        patches:
+          - machine:
+              sysctls:
+                foo: bar
+            cluster:
+              network:
+                cni:
+                  name: custom
+                  urls: [https://example.com/cni.yaml]
+          - "@{fixtures}/v1.13.6/stability-patch.yaml"
+"""
+    else:
+        extra = """
+        install_disk: ""
+        validate: false
+"""
+    return f"""
+    - name: render {machine_type} {contract}
+      ferro.talos.talos_config:
+        secrets_file: {fixtures}/{STABILITY}
+        machine_type: {machine_type}
+        cluster_name: base
+        cluster_endpoint: https://base:6443
+        kubernetes_version: 1.28.0
+        talos_version: {contract}
+        install_image: ""
+        dest: {dest}{extra}"""
+
+
+@pytest.mark.parametrize(
+    "contract,machine_type,variant",
+    [
+        ("v1.11", "controlplane", "base"),
+        ("v1.12", "controlplane", "base"),
+        ("v1.13", "controlplane", "base"),
+        ("v1.13", "worker", "base"),
+        ("v1.13", "controlplane", "overrides"),
+        ("v1.13", "worker", "overrides"),
+    ],
+)
+def test_golden_parity_through_ansible(ansible, fixtures, tmp_path, contract, machine_type, variant):
+    dest = tmp_path / "out.yaml"
+    task = golden_task(fixtures, dest, contract, machine_type, variant == "overrides")
+    run = ansible.run(play(task))
+    assert run.rc == 0, run.output
+    golden = fixtures / "v1.13.6" / f"stability-{contract}-{variant}-{machine_type}.yaml"
+    assert dest.read_text() == golden.read_text()
+    assert mode_of(dest) == 0o600
+    result = run.task(f"render {machine_type} {contract}")["result"]
+    assert result["changed"] is True
+    assert len(result["config_sha256"]) == 64
+
+
+def test_second_run_is_unchanged_and_check_mode_writes_nothing(ansible, fixtures, tmp_path):
+    dest = tmp_path / "cp.yaml"
+    talosconfig = tmp_path / "talosconfig"
+    tasks = f"""
+    - name: render
+      ferro.talos.talos_config:
+        secrets_file: {fixtures}/{STABILITY}
+        machine_type: controlplane
+        cluster_name: demo
+        cluster_endpoint: https://10.5.0.10:6443
+        patches:
+          - machine:
+              disks:
+                - device: /dev/sdb
+                  partitions:
+                    - mountpoint: /var/mnt/data
+        dest: {dest}
+        talosconfig: {talosconfig}
+        endpoints: [10.5.0.2, 10.5.0.3]
+"""
+    check = ansible.run(play(tasks), check=True, diff=True)
+    assert check.rc == 0, check.output
+    assert check.task("render")["result"]["changed"] is True
+    assert not dest.exists() and not talosconfig.exists(), "check mode must not write"
+
+    first = ansible.run(play(tasks))
+    assert first.rc == 0, first.output
+    assert first.task("render")["result"]["changed"] is True
+    assert mode_of(dest) == 0o600 and mode_of(talosconfig) == 0o600
+    config_before = dest.read_text()
+    talosconfig_before = talosconfig.read_text()
+
+    second = ansible.run(play(tasks), diff=True)
+    assert second.rc == 0, second.output
+    result = second.task("render")["result"]
+    assert result["changed"] is False, result
+    assert result["talosconfig_changed"] is False
+    assert "valid" in result["talosconfig_reason"]
+    # Rendering from a pristine base: the patch's disk is there exactly once after two runs.
+    assert dest.read_text() == config_before
+    assert talosconfig.read_text() == talosconfig_before
+    cfg = list(yaml.safe_load_all(config_before))[0]
+    assert [d["device"] for d in cfg["machine"]["disks"]] == ["/dev/sdb"]
+
+    check_again = ansible.run(play(tasks), check=True, diff=True)
+    assert check_again.rc == 0
+    assert check_again.recap()["changed"] == 0
+
+    tc = yaml.safe_load(talosconfig_before)
+    assert tc["context"] == "demo"
+    assert tc["contexts"]["demo"]["endpoints"] == ["10.5.0.2", "10.5.0.3"]
+
+
+def test_talosconfig_is_reissued_near_expiry_and_for_another_ca(ansible, fixtures, tmp_path):
+    talosconfig = tmp_path / "talosconfig"
+    base = f"""
+    - name: talosconfig
+      ferro.talos.talos_config:
+        secrets_file: "{{{{ secrets }}}}"
+        cluster_name: demo
+        talosconfig: {talosconfig}
+        talosconfig_renew_before: "{{{{ renew }}}}"
+"""
+    stability = str(fixtures / STABILITY)
+    run = ansible.run(play(base), extra_vars={"secrets": stability, "renew": 30})
+    assert run.rc == 0, run.output
+    first = talosconfig.read_text()
+
+    # The admin certificate lives 365 days: asking for 400 days of headroom forces a new one.
+    run = ansible.run(play(base), extra_vars={"secrets": stability, "renew": 400})
+    assert run.rc == 0, run.output
+    result = run.task("talosconfig")["result"]
+    assert result["changed"] is True and result["talosconfig_changed"] is True
+    assert "expire" in result["talosconfig_reason"]
+    assert talosconfig.read_text() != first
+
+    # A bundle with another CA: the existing certificate no longer matches it.
+    other = fixtures / "v1.13.6" / "secrets-testdata.yaml"
+    run = ansible.run(play(base), extra_vars={"secrets": str(other), "renew": 30})
+    assert run.rc == 0, run.output
+    result = run.task("talosconfig")["result"]
+    assert result["talosconfig_changed"] is True
+    assert "CA" in result["talosconfig_reason"] or "signed" in result["talosconfig_reason"]
+
+
+def test_generate_secrets_only_when_missing(ansible, tmp_path):
+    secrets = tmp_path / "sub" / "secrets.yaml"
+    tasks = f"""
+    - name: bundle
+      ferro.talos.talos_config:
+        secrets_file: {secrets}
+        generate_secrets: true
+"""
+    check = ansible.run(play(tasks), check=True)
+    assert check.rc == 0, check.output
+    assert check.task("bundle")["result"]["secrets_generated"] is True
+    assert not secrets.exists()
+
+    run = ansible.run(play(tasks))
+    assert run.rc == 0, run.output
+    assert run.task("bundle")["result"]["secrets_generated"] is True
+    assert mode_of(secrets) == 0o600
+    bundle = yaml.safe_load(secrets.read_text())
+    assert set(bundle) == {"cluster", "secrets", "trustdinfo", "certs"}
+    content = secrets.read_text()
+
+    again = ansible.run(play(tasks))
+    assert again.rc == 0
+    assert again.task("bundle")["result"]["changed"] is False
+    assert secrets.read_text() == content, "an existing bundle is never replaced"
+    # Nothing from the new bundle may reach the output.
+    forms = secret_forms(content)
+    assert leaks(run.output + again.output + check.output, forms) == []
+
+
+def test_missing_secrets_fail_without_generating(ansible, tmp_path):
+    secrets = tmp_path / "secrets.yaml"
+    dest = tmp_path / "cp.yaml"
+    tasks = f"""
+    - name: render
+      ferro.talos.talos_config:
+        secrets_file: {secrets}
+        machine_type: controlplane
+        cluster_name: demo
+        cluster_endpoint: https://10.5.0.10:6443
+        dest: {dest}
+"""
+    run = ansible.run(play(tasks))
+    assert run.rc != 0
+    msg = run.task("render")["result"]["msg"]
+    assert "does not exist" in msg and "generate_secrets" in msg
+    assert not secrets.exists() and not dest.exists()
+
+
+def test_secrets_from_a_vault_style_variable(ansible, fixtures, tmp_path):
+    dest = tmp_path / "w.yaml"
+    tasks = f"""
+    - name: render
+      ferro.talos.talos_config:
+        secrets: "{{{{ lookup('file', '{fixtures}/{STABILITY}') | from_yaml }}}}"
+        machine_type: worker
+        cluster_name: base
+        cluster_endpoint: https://base:6443
+        kubernetes_version: 1.28.0
+        install_disk: ""
+        install_image: ""
+        validate: false
+        dest: {dest}
+"""
+    run = ansible.run(play(tasks), verbosity=3)
+    assert run.rc == 0, run.output
+    assert dest.read_text() == (fixtures / "v1.13.6" / "stability-v1.13-base-worker.yaml").read_text()
+    forms = secret_forms((fixtures / STABILITY).read_text())
+    assert leaks(run.output, forms) == []
+    assert leaks(repr(run.results), forms) == []
+
+
+def test_changed_patch_diff_shows_the_key_path_and_no_secret(ansible, fixtures, tmp_path):
+    dest = tmp_path / "cp.yaml"
+    tasks = f"""
+    - name: render
+      ferro.talos.talos_config:
+        secrets_file: {fixtures}/{STABILITY}
+        machine_type: controlplane
+        cluster_name: demo
+        cluster_endpoint: https://10.5.0.10:6443
+        install_image: "{{{{ image }}}}"
+        patches:
+          - cluster:
+              extraManifests: "{{{{ manifests }}}}"
+        dest: {dest}
+"""
+    old = {
+        "image": "ghcr.io/siderolabs/installer:v1.13.4",
+        "manifests": ["https://example.com/approver.yaml", "https://example.com/metrics.yaml"],
+    }
+    assert ansible.run(play(tasks), extra_vars=old).rc == 0
+    new = {"image": "ghcr.io/siderolabs/installer:v1.13.6", "manifests": []}
+    run = ansible.run(play(tasks), extra_vars=new, check=True, diff=True, verbosity=3)
+    assert run.rc == 0, run.output
+    result = run.task("render")["result"]
+    assert result["changed"] is True
+    assert "machine.install.image" in result["changed_paths"]
+    assert "cluster.extraManifests" in result["changed_paths"]
+    risky = {r["path"] for r in result["risky_changes"]}
+    assert "cluster.extraManifests" in risky
+    assert "machine.install.image" in risky
+    assert "+        image: ghcr.io/siderolabs/installer:v1.13.6" in run.stdout
+    forms = secret_forms((fixtures / STABILITY).read_text())
+    assert leaks(run.output, forms) == []
+    assert leaks(repr(run.results), forms) == []
+    assert "******" in run.stdout
+
+
+def test_patch_an_existing_config(ansible, fixtures, tmp_path):
+    base = fixtures / "v1.13.6" / "stability-v1.13-base-worker.yaml"
+    dest = tmp_path / "patched.yaml"
+    tasks = f"""
+    - name: patch
+      ferro.talos.talos_config:
+        base_config: {base}
+        patches:
+          - machine:
+              install:
+                disk: /dev/nvme0n1
+              nodeLabels:
+                role: storage
+          - |
+            apiVersion: v1alpha1
+            kind: HostnameConfig
+            auto: "off"
+            hostname: worker-1
+        dest: {dest}
+"""
+    run = ansible.run(play(tasks))
+    assert run.rc == 0, run.output
+    docs = list(yaml.safe_load_all(dest.read_text()))
+    assert docs[0]["machine"]["nodeLabels"] == {"role": "storage"}
+    assert docs[0]["machine"]["install"]["disk"] == "/dev/nvme0n1"
+    assert docs[1] == {"apiVersion": "v1alpha1", "kind": "HostnameConfig", "auto": "off", "hostname": "worker-1"}
+    again = ansible.run(play(tasks))
+    assert again.task("patch")["result"]["changed"] is False
+
+
+BAD_INPUTS = [
+    ("unknown option", {"secrets_file": "{s}", "colour": "blue"}, "Unsupported parameters"),
+    ("bad machine_type", {"secrets_file": "{s}", "machine_type": "master", "dest": "{d}"}, "machine_type"),
+    ("bad contract", {"secrets_file": "{s}", "talos_version": "v0.9", "dest": "{d}", "machine_type": "worker"}, "talos_version"),
+    ("http endpoint", {"secrets_file": "{s}", "machine_type": "worker", "cluster_name": "x", "cluster_endpoint": "http://x:6443", "dest": "{d}"}, "https"),
+    ("missing endpoint", {"secrets_file": "{s}", "machine_type": "worker", "cluster_name": "x", "dest": "{d}"}, "cluster_endpoint"),
+    ("broken patch", {"secrets_file": "{s}", "machine_type": "worker", "cluster_name": "x", "cluster_endpoint": "https://x:6443", "dest": "{d}", "patches": ["machine: [unclosed"]}, "patches[0]"),
+    ("json patch on multi-doc", {"secrets_file": "{s}", "machine_type": "worker", "cluster_name": "x", "cluster_endpoint": "https://x:6443", "dest": "{d}", "patches": [[{"op": "add", "path": "/machine/certSANs/-", "value": "a"}]]}, "multi-document"),
+    ("missing patch file", {"secrets_file": "{s}", "machine_type": "worker", "cluster_name": "x", "cluster_endpoint": "https://x:6443", "dest": "{d}", "patches": ["@/nonexistent/patch.yaml"]}, "cannot read patch file"),
+    ("both secrets sources", {"secrets_file": "{s}", "secrets": {"cluster": {}}, "dest": "{d}", "machine_type": "worker"}, "mutually exclusive"),
+    ("malformed secrets dict", {"secrets": {"cluster": {"id": "x"}}, "machine_type": "worker", "cluster_name": "x", "cluster_endpoint": "https://x:6443", "dest": "{d}"}, "secrets"),
+    ("base_config with machine_type", {"base_config": "{s}", "machine_type": "worker", "dest": "{d}"}, "mutually exclusive"),
+    ("negative renew window", {"secrets_file": "{s}", "cluster_name": "x", "talosconfig": "{d}", "talosconfig_renew_before": -1}, "talosconfig_renew_before"),
+    ("renew window not a number", {"secrets_file": "{s}", "cluster_name": "x", "talosconfig": "{d}", "talosconfig_renew_before": "soon"}, "talosconfig_renew_before"),
+    ("patches not a list of patches", {"secrets_file": "{s}", "machine_type": "worker", "cluster_name": "x", "cluster_endpoint": "https://x:6443", "dest": "{d}", "patches": [42]}, "patches[0]"),
+    ("invalid rendered config", {"secrets_file": "{s}", "machine_type": "worker", "cluster_name": "x", "cluster_endpoint": "https://x:6443", "dest": "{d}", "patches": [{"persist": False}]}, "not valid"),
+    ("dest without a config", {"secrets_file": "{s}", "dest": "{d}"}, "machine_type"),
+]
+
+
+@pytest.mark.parametrize("name,args,expected", BAD_INPUTS, ids=[b[0] for b in BAD_INPUTS])
+def test_bad_input_fails_clearly_and_writes_nothing(ansible, fixtures, tmp_path, name, args, expected):
+    out = tmp_path / "out"
+    out.mkdir()
+    dest = out / "dest.yaml"
+
+    def fill(value):
+        if isinstance(value, str):
+            return value.replace("{s}", str(fixtures / STABILITY)).replace("{d}", str(dest))
+        if isinstance(value, list):
+            return [fill(v) for v in value]
+        if isinstance(value, dict):
+            return {k: fill(v) for k, v in value.items()}
+        return value
+
+    task = {"name": "bad", "ferro.talos.talos_config": fill(args)}
+    playbook = yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": [task]}])
+    run = ansible.run(playbook)
+    assert run.rc != 0
+    entry = run.task("bad")
+    assert entry["status"] == "failed"
+    result = entry["result"]
+    assert expected in result["msg"], result["msg"]
+    assert "panicked" not in run.output and "internal error" not in result["msg"]
+    assert list(out.iterdir()) == [], "a failed task must not leave files behind"
