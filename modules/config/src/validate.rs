@@ -113,25 +113,26 @@ fn check_v1alpha1(cfg: &MachineConfig, v1: &Value, mode: Mode, f: &mut Findings)
         "" | "join" => f.warnings.push(format!(
             "use \"worker\" instead of \"{machine_type}\" for machine type"
         )),
-        other => f.errors.push(format!(
-            "unknown machine type \"{other}\": expected one of init, controlplane, worker"
-        )),
+        other => f.errors.push(format!("unknown machine type \"{other}\"")),
     }
 
     // Talos API CA.
     if control_plane {
-        if !non_empty(machine, "/ca/crt") || !non_empty(machine, "/ca/key") {
+        if !non_empty(machine, "/ca") {
+            f.errors.push("issuing CA is required (.machine.ca)".into());
+        } else if !non_empty(machine, "/ca/key") {
             f.errors
-                .push("machine.ca with a crt and a key is required on control plane nodes".into());
+                .push("issuing CA key is required for controlplane nodes (.machine.ca.key)".into());
         }
     } else {
         if non_empty(machine, "/ca/key") {
-            f.errors
-                .push("machine.ca.key is not allowed on worker nodes (it must be empty)".into());
+            f.errors.push(
+                "issuing Talos API CA key is not allowed on non-controlplane nodes (.machine.ca)"
+                    .into(),
+            );
         }
         if !non_empty(machine, "/ca/crt") && !non_empty(machine, "/acceptedCAs") {
-            f.errors
-                .push("machine.ca.crt or machine.acceptedCAs is required on worker nodes".into());
+            f.errors.push("trusted CA certificates are required on non-controlplane nodes (.machine.ca.crt, .machine.acceptedCAs)".into());
         }
     }
 
@@ -157,7 +158,7 @@ fn check_install(cfg: &MachineConfig, machine: &Value, mode: Mode, f: &mut Findi
                 .push("install instructions are required in \"metal\" mode".into()),
             Some(i) if !non_empty(i, "/disk") && !non_empty(i, "/diskSelector") => f
                 .errors
-                .push("an install disk or diskSelector is required in \"metal\" mode".into()),
+                .push("either install disk or diskSelector should be defined".into()),
             _ => {}
         }
         if let Some(i) = install
@@ -165,15 +166,15 @@ fn check_install(cfg: &MachineConfig, machine: &Value, mode: Mode, f: &mut Findi
             && i.get("grubUseUKICmdline") == Some(&Value::Bool(true))
         {
             f.errors.push(
-                "install.extraKernelArgs and install.grubUseUKICmdline can't be used together: \
-                 set grubUseUKICmdline to false to use extraKernelArgs"
+                "install.extraKernelArgs and install.grubUseUKICmdline can't be used together \
+                 (set grubUseUKICmdline: false to use extraKernelArgs)"
                     .into(),
             );
         }
     }
     if install.is_some_and(|i| non_empty(i, "/extensions")) {
         f.warnings.push(
-            "install.extensions is deprecated, please see https://www.talos.dev/latest/talos-guides/install/boot-assets/"
+            ".machine.install.extensions is deprecated, please see https://docs.siderolabs.com/talos/latest/platform-specific-installations/boot-assets"
                 .into(),
         );
     }
@@ -185,19 +186,20 @@ fn check_features(machine: &Value, mode: Mode, control_plane: bool, f: &mut Find
         machine.pointer("/features/hostDNS/forwardKubeDNSToHost") == Some(&Value::Bool(true));
     if forward && !enabled {
         f.errors.push(
-            "features.hostDNS.forwardKubeDNSToHost requires features.hostDNS.enabled to be true"
+            "feature hostDNS.forwardKubeDNSToHost requires hostDNS.enabled to be true (.machine.features.hostDNS)"
                 .into(),
         );
     }
-    if mode == Mode::Container && !(enabled && forward) {
-        f.errors.push(
-            "features.hostDNS.enabled and features.hostDNS.forwardKubeDNSToHost are required in \"container\" mode"
-                .into(),
-        );
+    if mode == Mode::Container && !enabled {
+        f.errors.push("feature HostDNS should be enabled in container mode (.machine.features.hostDNS.enabled)".into());
+    }
+    if mode == Mode::Container && !forward {
+        f.errors.push("feature HostDNS should forward kube-dns to host in container mode (.machine.features.hostDNS.forwardKubeDNSToHost)".into());
     }
     if !control_plane && non_empty(machine, "/features/kubernetesTalosAPIAccess") {
         f.errors.push(
-            "feature API access from Kubernetes is only allowed on control plane machines".into(),
+            "feature Kubernetes Talos API Access can only be enabled on control plane machines"
+                .into(),
         );
     }
 }
@@ -324,8 +326,7 @@ fn check_disks(machine: &Value, f: &mut Findings) {
         .enumerate()
     {
         if disk.is_null() {
-            f.errors
-                .push(format!("machine.disks[{i}]: disk entry is null"));
+            f.errors.push(format!("machine.disks[{i}] is null"));
             continue;
         }
         let device = s(disk, "/device");
@@ -495,23 +496,21 @@ fn check_cluster(cfg: &MachineConfig, cluster: &Value, control_plane: bool, f: &
             .push("cluster controlplane endpoint is required".into()),
         Some(ep) => {
             if let Some(why) = endpoint_error(ep) {
-                f.errors.push(format!(
-                    "invalid cluster controlplane endpoint \"{ep}\": {why}"
-                ));
+                f.errors
+                    .push(format!("invalid controlplane endpoint \"{ep}\": {why}"));
             }
         }
     }
     let domain = s(cluster, "/network/dnsDomain");
     if !domain.is_empty() && !is_dns_domain(domain) {
         f.errors.push(format!(
-            "cluster.network.dnsDomain: \"{domain}\" is not a valid DNS name"
+            "\"{domain}\" is not a valid DNS name (.cluster.network.dnsDomain)"
         ));
     }
 
     if !control_plane {
         if non_empty(cluster, "/ca/key") {
-            f.errors
-                .push("cluster.ca.key is not allowed on worker nodes (it must be empty)".into());
+            f.errors.push("issuing Kubernetes API CA key is not allowed on non-controlplane nodes (.cluster.ca)".into());
         }
         if present(cluster, "/etcd") {
             f.errors
@@ -547,11 +546,11 @@ fn check_cluster(cfg: &MachineConfig, cluster: &Value, control_plane: bool, f: &
     if discovery_on && service_on && find_doc(cfg, "DiscoveryIdentityConfig").is_none() {
         if !non_empty(cluster, "/id") {
             f.errors
-                .push("cluster discovery service registry requires cluster.id".into());
+                .push("cluster discovery service requires .cluster.id".into());
         }
         if !non_empty(cluster, "/secret") {
             f.errors
-                .push("cluster discovery service registry requires cluster.secret".into());
+                .push("cluster discovery service requires .cluster.secret".into());
         }
     }
 }
@@ -562,21 +561,33 @@ fn check_cni(cluster: &Value, f: &mut Findings) {
     };
     let name = s(cni, "/name");
     let has_urls = non_empty(cni, "/urls");
-    let has_flannel = present(cni, "/flannel");
-    match name {
-        "flannel" | "none" if has_urls => f
-            .errors
-            .push(format!("cni urls should be empty for \"{name}\" CNI")),
-        "custom" | "none" if has_flannel => f.errors.push(format!(
-            "flannel configuration is not allowed for \"{name}\" CNI"
-        )),
-        "custom" if !has_urls => f
-            .warnings
-            .push("cni urls are empty for \"custom\" CNI".into()),
-        "flannel" | "custom" | "none" => {}
-        other => f.errors.push(format!(
-            "cni name should be one of [flannel, custom, none], got \"{other}\""
-        )),
+    let flannel_args = non_empty(cni, "/flannel/extraArgs");
+    let flannel_policies =
+        cni.pointer("/flannel/kubeNetworkPoliciesEnabled") == Some(&Value::Bool(true));
+    if !matches!(name, "flannel" | "custom" | "none") {
+        f.errors.push(format!(
+            "cni name should be one of [\"flannel\", \"custom\", \"none\"], got \"{name}\""
+        ));
+    }
+    if matches!(name, "flannel" | "none") && has_urls {
+        f.errors
+            .push(format!("\"urls\" field should be empty for \"{name}\" CNI"));
+    }
+    if name == "custom" && !has_urls {
+        f.warnings
+            .push("\"urls\" field should not be empty for \"custom\" CNI".into());
+    }
+    if matches!(name, "custom" | "none") {
+        if flannel_args {
+            f.errors.push(format!(
+                "\"flanneldExtraArgs\" field should be empty for \"{name}\" CNI"
+            ));
+        }
+        if flannel_policies {
+            f.errors.push(format!(
+                "\"flannelKubeNetworkPoliciesEnabled\" should not be enabled for \"{name}\" CNI"
+            ));
+        }
     }
     for u in cni
         .get("urls")
@@ -602,8 +613,7 @@ fn check_documents(cfg: &MachineConfig, f: &mut Findings) {
             doc_label(&id)
         };
         if !seen.insert(id.clone()) {
-            f.errors
-                .push(format!("duplicate document {label} is not allowed"));
+            f.errors.push(format!("duplicate document: {label}"));
         }
         if !id.is_v1alpha1() && (id.api_version.is_empty() || id.kind.is_empty()) {
             f.errors.push(format!(
@@ -616,17 +626,13 @@ fn check_documents(cfg: &MachineConfig, f: &mut Findings) {
                 let hostname = s(doc, "/hostname");
                 if auto.is_none() && hostname.is_empty() {
                     f.errors
-                        .push("HostnameConfig: either hostname or auto must be set".into());
+                        .push("HostnameConfig: either 'auto' or 'hostname' must be set".into());
                 }
                 if !hostname.is_empty() && auto.is_some_and(|a| a != "off") {
-                    f.errors.push(
-                        "HostnameConfig: hostname can't be set together with auto (set auto: \"off\")".into(),
-                    );
+                    f.errors.push("HostnameConfig: 'auto' and 'hostname' cannot be set at the same time (set auto: \"off\")".into());
                 }
                 if let Some(a) = auto.filter(|a| !["off", "stable"].contains(a)) {
-                    f.errors.push(format!(
-                        "HostnameConfig: invalid auto value \"{a}\": expected \"stable\" or \"off\""
-                    ));
+                    f.errors.push(format!("HostnameConfig: invalid value for 'auto': {a} (expected \"stable\" or \"off\")"));
                 }
                 if !hostname.is_empty() {
                     let first = hostname.split('.').next().unwrap_or("");
@@ -639,19 +645,19 @@ fn check_documents(cfg: &MachineConfig, f: &mut Findings) {
             "Layer2VIPConfig" | "HCloudVIPConfig" => {
                 if !is_ip(&id.name) {
                     f.errors.push(format!(
-                        "{label}: name must be the VIP address, got \"{}\"",
+                        "{label}: name must be a valid IP address, got \"{}\"",
                         id.name
                     ));
                 }
                 if id.kind == "Layer2VIPConfig" && s(doc, "/link").is_empty() {
-                    f.errors.push(format!("{label}: link is required"));
+                    f.errors.push(format!("{label}: link must be specified"));
                 }
                 if let Some((other, _)) = vip_names
                     .iter()
                     .find(|(k, n)| *k != id.kind && *n == id.name)
                 {
                     f.errors.push(format!(
-                        "{label} conflicts with {other}({}): a VIP can only be declared once",
+                        "conflicting documents: {other}({}) and {label}",
                         id.name
                     ));
                 }
@@ -801,7 +807,7 @@ mod tests {
         c.docs[0]["persist"] = json!(false);
         c.docs[0]["cluster"]["network"]["dnsDomain"] = json!("bad domain");
         assert!(has_error(&c, ".persist should be enabled"));
-        assert!(has_error(&c, "dnsDomain"));
+        assert!(has_error(&c, "is not a valid DNS name"));
         let mut c = worker();
         c.docs[0]["machine"]["type"] = json!("join");
         assert_eq!(
@@ -818,18 +824,21 @@ mod tests {
     fn control_plane_and_worker_keys() {
         let mut c = cp();
         c.docs[0]["machine"]["ca"]["key"] = json!("");
-        assert!(has_error(&c, "machine.ca with a crt and a key is required"));
+        assert!(has_error(
+            &c,
+            "issuing CA key is required for controlplane nodes (.machine.ca.key)"
+        ));
         let mut w = worker();
         w.docs[0]["machine"]["ca"]["key"] = json!("K");
         w.docs[0]["cluster"]["ca"]["key"] = json!("K");
         w.docs[0]["cluster"]["etcd"] = json!({"ca": {"crt": "C"}});
         assert!(has_error(
             &w,
-            "machine.ca.key is not allowed on worker nodes"
+            "issuing Talos API CA key is not allowed on non-controlplane nodes"
         ));
         assert!(has_error(
             &w,
-            "cluster.ca.key is not allowed on worker nodes"
+            "issuing Kubernetes API CA key is not allowed on non-controlplane nodes"
         ));
         assert!(has_error(
             &w,
@@ -846,14 +855,20 @@ mod tests {
             c.docs[0]["cluster"]["network"]["cni"] = cni;
             check(&c, Mode::Metal)
         };
-        assert!(set(json!({"name": ""})).errors[0].contains("cni name should be one of"));
+        assert!(
+            set(json!({"name": ""})).errors[0]
+                .contains("cni name should be one of [\"flannel\", \"custom\", \"none\"]")
+        );
         assert!(
             set(json!({"name": "flannel", "urls": ["https://x/y"]})).errors[0]
-                .contains("cni urls should be empty for \"flannel\"")
+                .contains("\"urls\" field should be empty for \"flannel\" CNI")
         );
-        assert!(set(json!({"name": "custom", "urls": ["https://x/y"], "flannel": {"extraArgs": ["--iface=eth0"]}})).errors[0].contains("flannel configuration is not allowed"));
+        assert!(set(json!({"name": "custom", "urls": ["https://x/y"], "flannel": {"extraArgs": ["--iface=eth0"]}})).errors[0].contains("\"flanneldExtraArgs\" field should be empty for \"custom\" CNI"));
         let f = set(json!({"name": "custom"}));
-        assert!(f.errors.is_empty() && f.warnings == vec!["cni urls are empty for \"custom\" CNI"]);
+        assert!(
+            f.errors.is_empty()
+                && f.warnings == vec!["\"urls\" field should not be empty for \"custom\" CNI"]
+        );
         assert!(set(json!({"name": "none"})).errors.is_empty());
         // Workers do not validate the CNI.
         let mut w = worker();
@@ -882,7 +897,10 @@ mod tests {
         ));
         let mut c = cp();
         c.docs[0]["machine"]["install"]["disk"] = json!("");
-        assert!(has_error(&c, "install disk or diskSelector"));
+        assert!(has_error(
+            &c,
+            "either install disk or diskSelector should be defined"
+        ));
     }
 
     #[test]
@@ -893,11 +911,14 @@ mod tests {
             check(&c, Mode::Container)
                 .errors
                 .iter()
-                .any(|e| e.contains("\"container\" mode"))
+                .any(|e| e.contains("should forward kube-dns to host in container mode"))
         );
         c.docs[0]["machine"]["features"]["hostDNS"] =
             json!({"enabled": false, "forwardKubeDNSToHost": true});
-        assert!(has_error(&c, "forwardKubeDNSToHost requires"));
+        assert!(has_error(
+            &c,
+            "feature hostDNS.forwardKubeDNSToHost requires hostDNS.enabled to be true"
+        ));
     }
 
     #[test]
@@ -948,12 +969,15 @@ mod tests {
                 .extend(extra.as_object().unwrap().clone());
             d
         };
-        assert!(with(h(json!({})))[0].contains("either hostname or auto must be set"));
+        assert!(with(h(json!({})))[0].contains("either 'auto' or 'hostname' must be set"));
         assert!(
             with(h(json!({"auto": "stable", "hostname": "n1"})))[0]
-                .contains("hostname can't be set together with auto")
+                .contains("'auto' and 'hostname' cannot be set at the same time")
         );
-        assert!(with(h(json!({"auto": "talos-addr"})))[0].contains("invalid auto value"));
+        assert!(
+            with(h(json!({"auto": "talos-addr"})))[0]
+                .contains("invalid value for 'auto': talos-addr")
+        );
         assert!(with(h(json!({"auto": "off", "hostname": "n1"}))).is_empty());
         let mut c = cp();
         c.docs[0]["machine"]["network"] = json!({"hostname": "n1"});
@@ -982,10 +1006,10 @@ mod tests {
         );
         let e = errors(&c).join("\n");
         for needle in [
-            "duplicate document HostnameConfig is not allowed",
-            "HCloudVIPConfig(10.0.0.10) conflicts with Layer2VIPConfig(10.0.0.10)",
-            "Layer2VIPConfig(not-an-ip): name must be the VIP address",
-            "Layer2VIPConfig(not-an-ip): link is required",
+            "duplicate document: HostnameConfig",
+            "conflicting documents: Layer2VIPConfig(10.0.0.10) and HCloudVIPConfig(10.0.0.10)",
+            "Layer2VIPConfig(not-an-ip): name must be a valid IP address",
+            "Layer2VIPConfig(not-an-ip): link must be specified",
         ] {
             assert!(e.contains(needle), "missing {needle:?} in {e}");
         }
