@@ -83,7 +83,7 @@ mod tests {
     #[test]
     fn secret_strings_cover_every_secret_form_and_no_public_value() {
         let bundle =
-            Bundle::from_yaml(include_str!("../tests/fixtures/secrets-testdata.yaml")).unwrap();
+            Bundle::from_yaml(include_str!("../../../../shared/talos/fixtures/v1.13.6/secrets-testdata.yaml")).unwrap();
         let secrets = secret_strings(&bundle);
         let has = |s: &str| secrets.iter().any(|x| x == s);
         assert!(has(&bundle.cluster.secret));
@@ -141,7 +141,7 @@ mod tests {
 
     #[test]
     fn loading_is_fast() {
-        let text = include_str!("../tests/fixtures/stability-secrets.yaml");
+        let text = include_str!("../../../../shared/talos/fixtures/v1.13.6/stability-secrets.yaml");
         let started = std::time::Instant::now();
         for _ in 0..20 {
             Bundle::from_yaml(text).unwrap();

@@ -441,7 +441,7 @@ mod tests {
     use time::macros::datetime;
 
     fn fixture_os_ca() -> (String, String) {
-        let text = include_str!("../tests/fixtures/secrets-testdata.yaml");
+        let text = include_str!("../../../../shared/talos/fixtures/v1.13.6/secrets-testdata.yaml");
         let bundle = crate::Bundle::from_yaml(text).unwrap();
         (
             decode_b64_pem("crt", &bundle.certs.os.crt).unwrap(),
