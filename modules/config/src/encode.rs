@@ -19,8 +19,15 @@ pub(crate) enum Shape {
     /// Go `map[string]string` (or extraArgs string-or-list): keys in byte order, scalar values
     /// become strings.
     StrMap,
+    /// Go string: a number or boolean found here is written as its text.
+    Str,
     /// Go file mode, written as an octal literal (`0o644`).
     Octal,
+    /// `machine.disks[].partitions[].size`: an SI string such as `10 GB` when that is exact,
+    /// otherwise a byte count (config.md §3.2).
+    DiskSize,
+    /// Inline manifest contents: Talos trims leading control whitespace when decoding.
+    InlineContents,
     /// Go struct: known fields in this order, unknown ones after them.
     Struct(&'static [F]),
     Seq(&'static Shape),
@@ -148,6 +155,14 @@ fn to_node(v: &Value, shape: Shape) -> Node {
         (Shape::Any, Value::Array(a)) => {
             Node::Seq(a.iter().map(|x| to_node(x, Shape::Any)).collect())
         }
+        (Shape::Str, x @ (Value::Bool(_) | Value::Number(_))) => string_value(x),
+        (Shape::DiskSize, x) => match disk_size_bytes(x) {
+            Some(n) => Node::Scalar(disk_size_scalar(n)),
+            None => Node::Scalar(scalar(x)),
+        },
+        (Shape::InlineContents, Value::String(s)) => Node::Scalar(string_scalar(
+            s.trim_start_matches(['\t', '\n', '\r', '\u{b}', '\u{c}']),
+        )),
         (Shape::Octal, x) => match octal_value(x) {
             Some(mode) => Node::Scalar(Scalar::plain(format!("0o{mode:o}"))),
             None => Node::Scalar(scalar(x)),
@@ -188,6 +203,69 @@ fn octal_value(v: &Value) -> Option<u64> {
         }
         _ => None,
     }
+}
+
+/// A partition size in bytes: an integer, or a human string like `50GiB` / `10 GB`.
+fn disk_size_bytes(v: &Value) -> Option<u64> {
+    match v {
+        Value::Number(n) => n.as_u64(),
+        Value::String(s) => parse_human_bytes(s),
+        _ => None,
+    }
+}
+
+/// go-humanize's `ParseBytes`: a decimal number and an optional SI or IEC unit.
+fn parse_human_bytes(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == ','))
+        .unwrap_or(s.len());
+    let number: f64 = s[..split].replace(',', "").parse().ok()?;
+    let unit = s[split..].trim().to_ascii_lowercase();
+    let mult: f64 = match unit.as_str() {
+        "" | "b" => 1.0,
+        "k" | "kb" => 1e3,
+        "ki" | "kib" => 1024.0,
+        "m" | "mb" => 1e6,
+        "mi" | "mib" => 1024f64.powi(2),
+        "g" | "gb" => 1e9,
+        "gi" | "gib" => 1024f64.powi(3),
+        "t" | "tb" => 1e12,
+        "ti" | "tib" => 1024f64.powi(4),
+        "p" | "pb" => 1e15,
+        "pi" | "pib" => 1024f64.powi(5),
+        "e" | "eb" => 1e18,
+        "ei" | "eib" => 1024f64.powi(6),
+        _ => return None,
+    };
+    let bytes = number * mult;
+    (bytes >= 0.0 && bytes < u64::MAX as f64).then_some(bytes as u64)
+}
+
+/// go-humanize's `Bytes`: SI units, one decimal below 10.
+fn human_bytes(n: u64) -> String {
+    if n < 10 {
+        return format!("{n} B");
+    }
+    const UNITS: [&str; 7] = ["B", "kB", "MB", "GB", "TB", "PB", "EB"];
+    let e = ((n as f64).ln() / 1000f64.ln()).floor() as usize;
+    let e = e.min(UNITS.len() - 1);
+    let val = ((n as f64) / 1000f64.powi(e as i32) * 10.0 + 0.5).floor() / 10.0;
+    if val < 10.0 {
+        format!("{val:.1} {}", UNITS[e])
+    } else {
+        format!("{val:.0} {}", UNITS[e])
+    }
+}
+
+fn disk_size_scalar(n: u64) -> Scalar {
+    if n.is_multiple_of(1000) {
+        let human = human_bytes(n);
+        if parse_human_bytes(&human) == Some(n) {
+            return string_scalar(&human);
+        }
+    }
+    Scalar::plain(n.to_string())
 }
 
 fn sorted_by(
@@ -695,7 +773,7 @@ impl Writer {
             Node::Map(entries) if !entries.is_empty() => self.map_entries(entries, 0, false),
             Node::Seq(items) if !items.is_empty() => self.seq_items(items, 0, false),
             other => {
-                self.inline_value(other, 0, false);
+                self.inline_value(other, 0);
             }
         }
     }
@@ -707,7 +785,7 @@ impl Writer {
             if i > 0 || !inline_first {
                 self.spaces(indent);
             }
-            self.scalar_inline(k, indent);
+            self.scalar_inline(k);
             self.out.push(':');
             match v {
                 Node::Map(e) if !e.is_empty() => {
@@ -720,7 +798,7 @@ impl Writer {
                 }
                 other => {
                     self.out.push(' ');
-                    self.inline_value(other, next_level(indent), false);
+                    self.inline_value(other, next_level(indent));
                 }
             }
         }
@@ -735,26 +813,26 @@ impl Writer {
             match item {
                 Node::Map(e) if !e.is_empty() => self.map_entries(e, indent + 2, true),
                 Node::Seq(s) if !s.is_empty() => self.seq_items(s, indent + 2, true),
-                other => self.inline_value(other, indent + 2, true),
+                other => self.inline_value(other, indent + 2),
             }
         }
     }
 
     /// A scalar or empty collection after `key: ` or `- `, ending the line.
     /// `block_indent` is where literal block content goes.
-    fn inline_value(&mut self, node: &Node, block_indent: usize, _in_seq: bool) {
+    fn inline_value(&mut self, node: &Node, block_indent: usize) {
         match node {
             Node::Map(_) => self.out.push_str("{}\n"),
             Node::Seq(_) => self.out.push_str("[]\n"),
             Node::Scalar(s) if s.style == Style::Literal => self.literal(&s.text, block_indent),
             Node::Scalar(s) => {
-                self.scalar_inline(s, block_indent);
+                self.scalar_inline(s);
                 self.out.push('\n');
             }
         }
     }
 
-    fn scalar_inline(&mut self, s: &Scalar, _indent: usize) {
+    fn scalar_inline(&mut self, s: &Scalar) {
         match s.style {
             Style::Plain => self.out.push_str(&s.text),
             Style::Single => {
@@ -948,6 +1026,42 @@ mod tests {
             "apiVersion: v1alpha1\nkind: KubeAuditPolicyConfig\nconfiguration:\n    _x: 3\n    A: 4\n    \
              b9: 2\n    b10: 1\n"
         );
+    }
+
+    #[test]
+    fn typed_string_fields_keep_numbers_as_text() {
+        let c = MachineConfig::parse(
+            "kind: HostnameConfig\nhostname: 123\nauto: off\napiVersion: v1alpha1\n",
+        )
+        .unwrap();
+        assert_eq!(
+            c.to_yaml(),
+            "apiVersion: v1alpha1\nkind: HostnameConfig\nauto: \"off\"\nhostname: \"123\"\n"
+        );
+        let c =
+            MachineConfig::parse("machine:\n  certSANs: [1.5, x]\n  install:\n    wipe: false\n")
+                .unwrap();
+        assert_eq!(
+            c.to_yaml(),
+            "machine:\n    certSANs:\n        - \"1.5\"\n        - x\n    install:\n        wipe: false\n"
+        );
+    }
+
+    #[test]
+    fn disk_sizes_and_inline_manifests() {
+        assert_eq!(human_bytes(10_000_000_000), "10 GB");
+        assert_eq!(human_bytes(1_500_000_000), "1.5 GB");
+        assert_eq!(parse_human_bytes("50GiB"), Some(53_687_091_200));
+        assert_eq!(parse_human_bytes("10 GB"), Some(10_000_000_000));
+        let doc = json!({"machine": {"disks": [{"device": "/dev/sdb", "partitions": [
+            {"mountpoint": "/a", "size": "10GB"}, {"size": "50GiB"}, {"size": 1_234_000_000u64},
+            {"size": "1.5 GB"}]}]},
+            "cluster": {"inlineManifests": [{"contents": "\n\t  kind: X\n", "name": "m"}]}});
+        let expected = "machine:\n    disks:\n        - device: /dev/sdb\n          partitions:\n            \
+            - size: 10 GB\n              mountpoint: /a\n            - size: 53687091200\n            \
+            - size: 1234000000\n            - size: 1.5 GB\ncluster:\n    inlineManifests:\n        \
+            - name: m\n          contents: |4\n              kind: X\n";
+        assert_eq!(enc(doc), expected);
     }
 
     #[test]

@@ -5,7 +5,7 @@
 
 use crate::encode::{F, Shape::*};
 
-pub(crate) const D_BLOCK_DISKSELECTOR: &[F] = &[F("match", Leaf)];
+pub(crate) const D_BLOCK_DISKSELECTOR: &[F] = &[F("match", Str)];
 
 pub(crate) const D_BLOCK_ENCRYPTIONKEY: &[F] = &[
     F("slot", Leaf),
@@ -16,9 +16,9 @@ pub(crate) const D_BLOCK_ENCRYPTIONKEY: &[F] = &[
     F("lockToState", Leaf),
 ];
 
-pub(crate) const D_BLOCK_ENCRYPTIONKEYKMS: &[F] = &[F("endpoint", Leaf)];
+pub(crate) const D_BLOCK_ENCRYPTIONKEYKMS: &[F] = &[F("endpoint", Str)];
 
-pub(crate) const D_BLOCK_ENCRYPTIONKEYSTATIC: &[F] = &[F("passphrase", Leaf)];
+pub(crate) const D_BLOCK_ENCRYPTIONKEYSTATIC: &[F] = &[F("passphrase", Str)];
 
 pub(crate) const D_BLOCK_ENCRYPTIONKEYTPM: &[F] = &[
     F("options", Struct(D_BLOCK_ENCRYPTIONKEYTPMOPTIONS)),
@@ -33,7 +33,7 @@ pub(crate) const D_BLOCK_ENCRYPTIONSPEC: &[F] = &[
     F("cipher", Leaf),
     F("keySize", Leaf),
     F("blockSize", Leaf),
-    F("options", Leaf),
+    F("options", Seq(&Str)),
     F("allowDiscards", Leaf),
 ];
 
@@ -46,7 +46,7 @@ pub(crate) const D_BLOCK_EXISTINGMOUNTSPEC: &[F] = &[
 pub(crate) const D_BLOCK_EXISTINGVOLUMECONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
-    F("name", Leaf),
+    F("name", Str),
     F("discovery", Struct(D_BLOCK_VOLUMEDISCOVERYSPEC)),
     F("mount", Struct(D_BLOCK_EXISTINGMOUNTSPEC)),
     F("trim", Struct(D_BLOCK_TRIMCONFIG)),
@@ -63,7 +63,7 @@ pub(crate) const D_BLOCK_EXTERNALMOUNTSPEC: &[F] = &[
 pub(crate) const D_BLOCK_EXTERNALVOLUMECONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
-    F("name", Leaf),
+    F("name", Str),
     F("filesystemType", Leaf),
     F("mount", Struct(D_BLOCK_EXTERNALMOUNTSPEC)),
 ];
@@ -79,14 +79,14 @@ pub(crate) const D_BLOCK_MOUNTSPEC: &[F] = &[F("secure", Leaf), F("disableAccess
 pub(crate) const D_BLOCK_PROVISIONINGSPEC: &[F] = &[
     F("diskSelector", Struct(D_BLOCK_DISKSELECTOR)),
     F("grow", Leaf),
-    F("minSize", Leaf),
-    F("maxSize", Leaf),
+    F("minSize", Str),
+    F("maxSize", Str),
 ];
 
 pub(crate) const D_BLOCK_RAWVOLUMECONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
-    F("name", Leaf),
+    F("name", Str),
     F("provisioning", Struct(D_BLOCK_PROVISIONINGSPEC)),
     F("encryption", Struct(D_BLOCK_ENCRYPTIONSPEC)),
 ];
@@ -94,7 +94,7 @@ pub(crate) const D_BLOCK_RAWVOLUMECONFIGV1ALPHA1: &[F] = &[
 pub(crate) const D_BLOCK_SWAPVOLUMECONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
-    F("name", Leaf),
+    F("name", Str),
     F("provisioning", Struct(D_BLOCK_PROVISIONINGSPEC)),
     F("encryption", Struct(D_BLOCK_ENCRYPTIONSPEC)),
 ];
@@ -104,7 +104,7 @@ pub(crate) const D_BLOCK_USERMOUNTSPEC: &[F] = &[F("disableAccessTime", Leaf), F
 pub(crate) const D_BLOCK_USERVOLUMECONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
-    F("name", Leaf),
+    F("name", Str),
     F("volumeType", Leaf),
     F("provisioning", Struct(D_BLOCK_PROVISIONINGSPEC)),
     F("filesystem", Struct(D_BLOCK_FILESYSTEMSPEC)),
@@ -114,12 +114,12 @@ pub(crate) const D_BLOCK_USERVOLUMECONFIGV1ALPHA1: &[F] = &[
     F("scrub", Struct(D_BLOCK_SCRUBCONFIG)),
 ];
 
-pub(crate) const D_BLOCK_VIRTIOFSMOUNTSPEC: &[F] = &[F("tag", Leaf)];
+pub(crate) const D_BLOCK_VIRTIOFSMOUNTSPEC: &[F] = &[F("tag", Str)];
 
 pub(crate) const D_BLOCK_VOLUMECONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
-    F("name", Leaf),
+    F("name", Str),
     F("provisioning", Struct(D_BLOCK_PROVISIONINGSPEC)),
     F("filesystem", Struct(D_BLOCK_SYSTEMVOLUMEFILESYSTEMSPEC)),
     F("encryption", Struct(D_BLOCK_ENCRYPTIONSPEC)),
@@ -131,7 +131,7 @@ pub(crate) const D_BLOCK_VOLUMECONFIGV1ALPHA1: &[F] = &[
 pub(crate) const D_BLOCK_VOLUMEDISCOVERYSPEC: &[F] =
     &[F("volumeSelector", Struct(D_BLOCK_VOLUMESELECTOR))];
 
-pub(crate) const D_BLOCK_VOLUMESELECTOR: &[F] = &[F("match", Leaf)];
+pub(crate) const D_BLOCK_VOLUMESELECTOR: &[F] = &[F("match", Str)];
 
 pub(crate) const D_BLOCK_ZSWAPCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
@@ -143,19 +143,19 @@ pub(crate) const D_BLOCK_ZSWAPCONFIGV1ALPHA1: &[F] = &[
 pub(crate) const D_CRI_REGISTRYAUTHCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
-    F("name", Leaf),
-    F("username", Leaf),
-    F("password", Leaf),
-    F("auth", Leaf),
-    F("identityToken", Leaf),
+    F("name", Str),
+    F("username", Str),
+    F("password", Str),
+    F("auth", Str),
+    F("identityToken", Str),
 ];
 
-pub(crate) const D_CRI_REGISTRYENDPOINT: &[F] = &[F("url", Leaf), F("overridePath", Leaf)];
+pub(crate) const D_CRI_REGISTRYENDPOINT: &[F] = &[F("url", Str), F("overridePath", Leaf)];
 
 pub(crate) const D_CRI_REGISTRYMIRRORCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
-    F("name", Leaf),
+    F("name", Str),
     F("endpoints", Seq(&Struct(D_CRI_REGISTRYENDPOINT))),
     F("skipFallback", Leaf),
 ];
@@ -163,44 +163,44 @@ pub(crate) const D_CRI_REGISTRYMIRRORCONFIGV1ALPHA1: &[F] = &[
 pub(crate) const D_CRI_REGISTRYTLSCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
-    F("name", Leaf),
-    F("clientIdentity", Struct(&[F("cert", Leaf), F("key", Leaf)])),
-    F("ca", Leaf),
+    F("name", Str),
+    F("clientIdentity", Struct(&[F("cert", Str), F("key", Str)])),
+    F("ca", Str),
     F("insecureSkipVerify", Leaf),
 ];
 
-pub(crate) const D_EXTENSIONS_CONFIGFILE: &[F] = &[F("content", Leaf), F("mountPath", Leaf)];
+pub(crate) const D_EXTENSIONS_CONFIGFILE: &[F] = &[F("content", Str), F("mountPath", Str)];
 
 pub(crate) const D_EXTENSIONS_SERVICECONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
-    F("name", Leaf),
+    F("name", Str),
     F("configFiles", Seq(&Struct(D_EXTENSIONS_CONFIGFILE))),
-    F("environment", Leaf),
+    F("environment", Seq(&Str)),
 ];
 
 pub(crate) const D_HARDWARE_PCIDRIVERREBINDCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
-    F("name", Leaf),
-    F("targetDriver", Leaf),
+    F("name", Str),
+    F("targetDriver", Str),
 ];
 
-pub(crate) const D_NETWORK_ADDRESSCONFIG: &[F] = &[F("address", Leaf), F("routePriority", Leaf)];
+pub(crate) const D_NETWORK_ADDRESSCONFIG: &[F] = &[F("address", Str), F("routePriority", Leaf)];
 
 pub(crate) const D_NETWORK_BLACKHOLEROUTECONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
-    F("name", Leaf),
+    F("name", Str),
     F("metric", Leaf),
 ];
 
 pub(crate) const D_NETWORK_BONDCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
-    F("name", Leaf),
-    F("hardwareAddr", Leaf),
-    F("links", Leaf),
+    F("name", Str),
+    F("hardwareAddr", Str),
+    F("links", Seq(&Str)),
     F("bondMode", Leaf),
     F("miimon", Leaf),
     F("updelay", Leaf),
@@ -208,8 +208,8 @@ pub(crate) const D_NETWORK_BONDCONFIGV1ALPHA1: &[F] = &[
     F("useCarrier", Leaf),
     F("xmitHashPolicy", Leaf),
     F("arpInterval", Leaf),
-    F("arpIpTargets", Leaf),
-    F("nsIp6Targets", Leaf),
+    F("arpIpTargets", Seq(&Str)),
+    F("nsIp6Targets", Seq(&Str)),
     F("arpValidate", Leaf),
     F("arpAllTargets", Leaf),
     F("lacpRate", Leaf),
@@ -238,9 +238,9 @@ pub(crate) const D_NETWORK_BONDCONFIGV1ALPHA1: &[F] = &[
 pub(crate) const D_NETWORK_BRIDGECONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
-    F("name", Leaf),
-    F("hardwareAddr", Leaf),
-    F("links", Leaf),
+    F("name", Str),
+    F("hardwareAddr", Str),
+    F("links", Seq(&Str)),
     F("stp", Struct(D_NETWORK_BRIDGESTPCONFIG)),
     F("vlan", Struct(D_NETWORK_BRIDGEVLANCONFIG)),
     F("up", Leaf),
@@ -263,27 +263,27 @@ pub(crate) const D_NETWORK_COMMONLINKCONFIG: &[F] = &[
 ];
 
 pub(crate) const D_NETWORK_COMMONPROBECONFIG: &[F] =
-    &[F("interval", Leaf), F("failureThreshold", Leaf)];
+    &[F("interval", Str), F("failureThreshold", Leaf)];
 
 pub(crate) const D_NETWORK_DHCPV4CONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
-    F("name", Leaf),
+    F("name", Str),
     F("routeMetric", Leaf),
     F("ignoreHostname", Leaf),
     F("ignoreRoutes", Leaf),
     F("clientIdentifier", Leaf),
-    F("duidRaw", Leaf),
+    F("duidRaw", Str),
 ];
 
 pub(crate) const D_NETWORK_DHCPV6CONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
-    F("name", Leaf),
+    F("name", Str),
     F("routeMetric", Leaf),
     F("ignoreHostname", Leaf),
     F("clientIdentifier", Leaf),
-    F("duidRaw", Leaf),
+    F("duidRaw", Str),
 ];
 
 pub(crate) const D_NETWORK_DEFAULTACTIONCONFIGV1ALPHA1: &[F] =
@@ -292,8 +292,8 @@ pub(crate) const D_NETWORK_DEFAULTACTIONCONFIGV1ALPHA1: &[F] =
 pub(crate) const D_NETWORK_DUMMYLINKCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
-    F("name", Leaf),
-    F("hardwareAddr", Leaf),
+    F("name", Str),
+    F("hardwareAddr", Str),
     F("up", Leaf),
     F("mtu", Leaf),
     F("addresses", Seq(&Struct(D_NETWORK_ADDRESSCONFIG))),
@@ -311,11 +311,11 @@ pub(crate) const D_NETWORK_ETHERNETCHANNELSCONFIG: &[F] = &[
 pub(crate) const D_NETWORK_ETHERNETCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
-    F("name", Leaf),
+    F("name", Str),
     F("features", StrMap),
     F("rings", Struct(D_NETWORK_ETHERNETRINGSCONFIG)),
     F("channels", Struct(D_NETWORK_ETHERNETCHANNELSCONFIG)),
-    F("wakeOnLan", Leaf),
+    F("wakeOnLan", Seq(&Str)),
 ];
 
 pub(crate) const D_NETWORK_ETHERNETRINGSCONFIG: &[F] = &[
@@ -334,19 +334,19 @@ pub(crate) const D_NETWORK_ETHERNETRINGSCONFIG: &[F] = &[
 pub(crate) const D_NETWORK_HCLOUDVIPCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
-    F("name", Leaf),
-    F("link", Leaf),
-    F("apiToken", Leaf),
+    F("name", Str),
+    F("link", Str),
+    F("apiToken", Str),
 ];
 
 pub(crate) const D_NETWORK_HOSTNAMECONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
     F("auto", Leaf),
-    F("hostname", Leaf),
+    F("hostname", Str),
 ];
 
-pub(crate) const D_NETWORK_INGRESSRULE: &[F] = &[F("subnet", Leaf), F("except", Leaf)];
+pub(crate) const D_NETWORK_INGRESSRULE: &[F] = &[F("subnet", Str), F("except", Str)];
 
 pub(crate) const D_NETWORK_KUBESPANCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
@@ -359,33 +359,35 @@ pub(crate) const D_NETWORK_KUBESPANCONFIGV1ALPHA1: &[F] = &[
     F("filters", Struct(D_NETWORK_KUBESPANFILTERSCONFIG)),
 ];
 
-pub(crate) const D_NETWORK_KUBESPANFILTERSCONFIG: &[F] =
-    &[F("endpoints", Leaf), F("excludeAdvertisedNetworks", Leaf)];
+pub(crate) const D_NETWORK_KUBESPANFILTERSCONFIG: &[F] = &[
+    F("endpoints", Seq(&Str)),
+    F("excludeAdvertisedNetworks", Seq(&Str)),
+];
 
 pub(crate) const D_NETWORK_KUBESPANENDPOINTSCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
-    F("extraAnnouncedEndpoints", Leaf),
+    F("extraAnnouncedEndpoints", Seq(&Str)),
 ];
 
 pub(crate) const D_NETWORK_LAYER2VIPCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
-    F("name", Leaf),
-    F("link", Leaf),
+    F("name", Str),
+    F("link", Str),
 ];
 
 pub(crate) const D_NETWORK_LINKALIASCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
-    F("name", Leaf),
+    F("name", Str),
     F("selector", Struct(D_NETWORK_LINKSELECTOR)),
 ];
 
 pub(crate) const D_NETWORK_LINKCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
-    F("name", Leaf),
+    F("name", Str),
     F("up", Leaf),
     F("mtu", Leaf),
     F("addresses", Seq(&Struct(D_NETWORK_ADDRESSCONFIG))),
@@ -393,17 +395,17 @@ pub(crate) const D_NETWORK_LINKCONFIGV1ALPHA1: &[F] = &[
     F("multicast", Leaf),
 ];
 
-pub(crate) const D_NETWORK_LINKSELECTOR: &[F] = &[F("match", Leaf)];
+pub(crate) const D_NETWORK_LINKSELECTOR: &[F] = &[F("match", Str)];
 
-pub(crate) const D_NETWORK_NTPCONFIG: &[F] = &[F("servers", Leaf), F("useNTS", Leaf)];
+pub(crate) const D_NETWORK_NTPCONFIG: &[F] = &[F("servers", Seq(&Str)), F("useNTS", Leaf)];
 
 pub(crate) const D_NETWORK_NAMESERVERCONFIG: &[F] = &[
-    F("address", Leaf),
+    F("address", Str),
     F("protocol", Leaf),
-    F("tlsServerName", Leaf),
+    F("tlsServerName", Str),
 ];
 
-pub(crate) const D_NETWORK_PTPCONFIG: &[F] = &[F("devices", Leaf)];
+pub(crate) const D_NETWORK_PTPCONFIG: &[F] = &[F("devices", Seq(&Str))];
 
 pub(crate) const D_NETWORK_RESOLVERCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
@@ -414,24 +416,24 @@ pub(crate) const D_NETWORK_RESOLVERCONFIGV1ALPHA1: &[F] = &[
 ];
 
 pub(crate) const D_NETWORK_ROUTECONFIG: &[F] = &[
-    F("destination", Leaf),
-    F("gateway", Leaf),
-    F("source", Leaf),
+    F("destination", Str),
+    F("gateway", Str),
+    F("source", Str),
     F("metric", Leaf),
     F("mtu", Leaf),
-    F("table", Leaf),
+    F("table", Str),
 ];
 
 pub(crate) const D_NETWORK_ROUTINGRULECONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
-    F("name", Leaf),
-    F("src", Leaf),
-    F("dst", Leaf),
-    F("table", Leaf),
+    F("name", Str),
+    F("src", Str),
+    F("dst", Str),
+    F("table", Str),
     F("action", Leaf),
-    F("iifName", Leaf),
-    F("oifName", Leaf),
+    F("iifName", Str),
+    F("oifName", Str),
     F("fwMark", Leaf),
     F("fwMask", Leaf),
 ];
@@ -439,7 +441,7 @@ pub(crate) const D_NETWORK_ROUTINGRULECONFIGV1ALPHA1: &[F] = &[
 pub(crate) const D_NETWORK_RULECONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
-    F("name", Leaf),
+    F("name", Str),
     F("portSelector", Struct(D_NETWORK_RULEPORTSELECTOR)),
     F("ingress", Seq(&Struct(D_NETWORK_INGRESSRULE))),
 ];
@@ -447,30 +449,30 @@ pub(crate) const D_NETWORK_RULECONFIGV1ALPHA1: &[F] = &[
 pub(crate) const D_NETWORK_RULEPORTSELECTOR: &[F] = &[F("ports", Leaf), F("protocol", Leaf)];
 
 pub(crate) const D_NETWORK_SEARCHDOMAINSCONFIG: &[F] =
-    &[F("domains", Leaf), F("disableDefault", Leaf)];
+    &[F("domains", Seq(&Str)), F("disableDefault", Leaf)];
 
 pub(crate) const D_NETWORK_STATICHOSTCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
-    F("name", Leaf),
-    F("hostnames", Leaf),
+    F("name", Str),
+    F("hostnames", Seq(&Str)),
 ];
 
 pub(crate) const D_NETWORK_TCPPROBECONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
-    F("name", Leaf),
-    F("interval", Leaf),
+    F("name", Str),
+    F("interval", Str),
     F("failureThreshold", Leaf),
-    F("endpoint", Leaf),
-    F("timeout", Leaf),
+    F("endpoint", Str),
+    F("timeout", Str),
 ];
 
 pub(crate) const D_NETWORK_TIMESYNCCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
     F("enabled", Leaf),
-    F("bootTimeout", Leaf),
+    F("bootTimeout", Str),
     F("ntp", Struct(D_NETWORK_NTPCONFIG)),
     F("ptp", Struct(D_NETWORK_PTPCONFIG)),
 ];
@@ -478,10 +480,10 @@ pub(crate) const D_NETWORK_TIMESYNCCONFIGV1ALPHA1: &[F] = &[
 pub(crate) const D_NETWORK_VLANCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
-    F("name", Leaf),
+    F("name", Str),
     F("vlanID", Leaf),
     F("vlanMode", Leaf),
-    F("parent", Leaf),
+    F("parent", Str),
     F("up", Leaf),
     F("mtu", Leaf),
     F("addresses", Seq(&Struct(D_NETWORK_ADDRESSCONFIG))),
@@ -492,10 +494,10 @@ pub(crate) const D_NETWORK_VLANCONFIGV1ALPHA1: &[F] = &[
 pub(crate) const D_NETWORK_VRFCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
-    F("name", Leaf),
-    F("hardwareAddr", Leaf),
-    F("links", Leaf),
-    F("table", Leaf),
+    F("name", Str),
+    F("hardwareAddr", Str),
+    F("links", Seq(&Str)),
+    F("table", Str),
     F("up", Leaf),
     F("mtu", Leaf),
     F("addresses", Seq(&Struct(D_NETWORK_ADDRESSCONFIG))),
@@ -506,8 +508,8 @@ pub(crate) const D_NETWORK_VRFCONFIGV1ALPHA1: &[F] = &[
 pub(crate) const D_NETWORK_WIREGUARDCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
-    F("name", Leaf),
-    F("privateKey", Leaf),
+    F("name", Str),
+    F("privateKey", Str),
     F("listenPort", Leaf),
     F("firewallMark", Leaf),
     F("peers", Seq(&Struct(D_NETWORK_WIREGUARDPEER))),
@@ -519,11 +521,11 @@ pub(crate) const D_NETWORK_WIREGUARDCONFIGV1ALPHA1: &[F] = &[
 ];
 
 pub(crate) const D_NETWORK_WIREGUARDPEER: &[F] = &[
-    F("publicKey", Leaf),
-    F("presharedKey", Leaf),
-    F("endpoint", Leaf),
-    F("persistentKeepaliveInterval", Leaf),
-    F("allowedIPs", Leaf),
+    F("publicKey", Str),
+    F("presharedKey", Str),
+    F("endpoint", Str),
+    F("persistentKeepaliveInterval", Str),
+    F("allowedIPs", Seq(&Str)),
 ];
 
 pub(crate) const D_RUNTIME_ENVIRONMENTV1ALPHA1: &[F] = &[
@@ -533,51 +535,51 @@ pub(crate) const D_RUNTIME_ENVIRONMENTV1ALPHA1: &[F] = &[
 ];
 
 pub(crate) const D_RUNTIME_EVENTSINKV1ALPHA1: &[F] =
-    &[F("apiVersion", Leaf), F("kind", Leaf), F("endpoint", Leaf)];
+    &[F("apiVersion", Leaf), F("kind", Leaf), F("endpoint", Str)];
 
 pub(crate) const D_RUNTIME_KMSGLOGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
-    F("name", Leaf),
-    F("url", Leaf),
+    F("name", Str),
+    F("url", Str),
 ];
 
 pub(crate) const D_RUNTIME_OOMV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
-    F("triggerExpression", Leaf),
-    F("cgroupRankingExpression", Leaf),
+    F("triggerExpression", Str),
+    F("cgroupRankingExpression", Str),
     F("strictCgroupClassOrdering", Leaf),
-    F("sampleInterval", Leaf),
+    F("sampleInterval", Str),
 ];
 
 pub(crate) const D_RUNTIME_WATCHDOGTIMERV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
-    F("device", Leaf),
-    F("timeout", Leaf),
+    F("device", Str),
+    F("timeout", Str),
 ];
 
 pub(crate) const D_SECURITY_TRUSTEDROOTSCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
-    F("name", Leaf),
-    F("certificates", Leaf),
+    F("name", Str),
+    F("certificates", Str),
 ];
 
 pub(crate) const D_SIDEROLINK_CONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
-    F("apiUrl", Leaf),
-    F("uniqueToken", Leaf),
+    F("apiUrl", Str),
+    F("uniqueToken", Str),
 ];
 
 pub(crate) const D_V1ALPHA1_APISERVERCONFIG: &[F] = &[
-    F("image", Leaf),
+    F("image", Str),
     F("extraArgs", StrMap),
     F("extraVolumes", Seq(&Struct(D_V1ALPHA1_VOLUMEMOUNTCONFIG))),
     F("env", StrMap),
-    F("certSANs", Leaf),
+    F("certSANs", Seq(&Str)),
     F("disablePodSecurityPolicy", Leaf),
     F(
         "admissionControl",
@@ -591,32 +593,32 @@ pub(crate) const D_V1ALPHA1_APISERVERCONFIG: &[F] = &[
     ),
 ];
 
-pub(crate) const D_V1ALPHA1_ADMINKUBECONFIGCONFIG: &[F] = &[F("certLifetime", Leaf)];
+pub(crate) const D_V1ALPHA1_ADMINKUBECONFIGCONFIG: &[F] = &[F("certLifetime", Str)];
 
 pub(crate) const D_V1ALPHA1_ADMISSIONPLUGINCONFIG: &[F] =
-    &[F("name", Leaf), F("configuration", Any)];
+    &[F("name", Str), F("configuration", Any)];
 
 pub(crate) const D_V1ALPHA1_AUTHORIZATIONCONFIGAUTHORIZERCONFIG: &[F] =
-    &[F("type", Leaf), F("name", Leaf), F("webhook", Any)];
+    &[F("type", Str), F("name", Str), F("webhook", Any)];
 
 pub(crate) const D_V1ALPHA1_CNICONFIG: &[F] = &[
     F("name", Leaf),
-    F("urls", Leaf),
+    F("urls", Seq(&Str)),
     F("flannel", Struct(D_V1ALPHA1_FLANNELCNICONFIG)),
 ];
 
 pub(crate) const D_V1ALPHA1_CLUSTERCONFIG: &[F] = &[
-    F("id", Leaf),
-    F("secret", Leaf),
+    F("id", Str),
+    F("secret", Str),
     F("controlPlane", Struct(D_V1ALPHA1_CONTROLPLANECONFIG)),
-    F("clusterName", Leaf),
+    F("clusterName", Str),
     F("network", Struct(D_V1ALPHA1_CLUSTERNETWORKCONFIG)),
-    F("token", Leaf),
-    F("aescbcEncryptionSecret", Leaf),
-    F("secretboxEncryptionSecret", Leaf),
-    F("ca", Struct(&[F("crt", Leaf), F("key", Leaf)])),
-    F("acceptedCAs", Struct(&[F("crt", Leaf)])),
-    F("aggregatorCA", Struct(&[F("crt", Leaf), F("key", Leaf)])),
+    F("token", Str),
+    F("aescbcEncryptionSecret", Str),
+    F("secretboxEncryptionSecret", Str),
+    F("ca", Struct(&[F("crt", Str), F("key", Str)])),
+    F("acceptedCAs", Struct(&[F("crt", Str)])),
+    F("aggregatorCA", Struct(&[F("crt", Str), F("key", Str)])),
     F("serviceAccount", Struct(&[F("key", StrMap)])),
     F("apiServer", Struct(D_V1ALPHA1_APISERVERCONFIG)),
     F(
@@ -632,7 +634,7 @@ pub(crate) const D_V1ALPHA1_CLUSTERCONFIG: &[F] = &[
         "externalCloudProvider",
         Struct(D_V1ALPHA1_EXTERNALCLOUDPROVIDERCONFIG),
     ),
-    F("extraManifests", Leaf),
+    F("extraManifests", Seq(&Str)),
     F("extraManifestHeaders", StrMap),
     F(
         "inlineManifests",
@@ -648,13 +650,14 @@ pub(crate) const D_V1ALPHA1_CLUSTERDISCOVERYCONFIG: &[F] = &[
     F("registries", Struct(D_V1ALPHA1_DISCOVERYREGISTRIESCONFIG)),
 ];
 
-pub(crate) const D_V1ALPHA1_CLUSTERINLINEMANIFEST: &[F] = &[F("name", Leaf), F("contents", Leaf)];
+pub(crate) const D_V1ALPHA1_CLUSTERINLINEMANIFEST: &[F] =
+    &[F("name", Str), F("contents", InlineContents)];
 
 pub(crate) const D_V1ALPHA1_CLUSTERNETWORKCONFIG: &[F] = &[
     F("cni", Struct(D_V1ALPHA1_CNICONFIG)),
-    F("dnsDomain", Leaf),
-    F("podSubnets", Leaf),
-    F("serviceSubnets", Leaf),
+    F("dnsDomain", Str),
+    F("podSubnets", Seq(&Str)),
+    F("serviceSubnets", Seq(&Str)),
 ];
 
 pub(crate) const D_V1ALPHA1_CONFIG: &[F] = &[
@@ -666,17 +669,17 @@ pub(crate) const D_V1ALPHA1_CONFIG: &[F] = &[
 ];
 
 pub(crate) const D_V1ALPHA1_CONTROLPLANECONFIG: &[F] =
-    &[F("endpoint", Leaf), F("localAPIServerPort", Leaf)];
+    &[F("endpoint", Str), F("localAPIServerPort", Leaf)];
 
 pub(crate) const D_V1ALPHA1_CONTROLLERMANAGERCONFIG: &[F] = &[
-    F("image", Leaf),
+    F("image", Str),
     F("extraArgs", StrMap),
     F("extraVolumes", Seq(&Struct(D_V1ALPHA1_VOLUMEMOUNTCONFIG))),
     F("env", StrMap),
     F("resources", Any),
 ];
 
-pub(crate) const D_V1ALPHA1_COREDNS: &[F] = &[F("disabled", Leaf), F("image", Leaf)];
+pub(crate) const D_V1ALPHA1_COREDNS: &[F] = &[F("disabled", Leaf), F("image", Str)];
 
 pub(crate) const D_V1ALPHA1_DISCOVERYREGISTRIESCONFIG: &[F] = &[
     F("kubernetes", Struct(D_V1ALPHA1_REGISTRYKUBERNETESCONFIG)),
@@ -684,22 +687,22 @@ pub(crate) const D_V1ALPHA1_DISCOVERYREGISTRIESCONFIG: &[F] = &[
 ];
 
 pub(crate) const D_V1ALPHA1_ETCDCONFIG: &[F] = &[
-    F("image", Leaf),
-    F("ca", Struct(&[F("crt", Leaf), F("key", Leaf)])),
+    F("image", Str),
+    F("ca", Struct(&[F("crt", Str), F("key", Str)])),
     F("extraArgs", StrMap),
     F("subnet", Leaf),
-    F("advertisedSubnets", Leaf),
-    F("listenSubnets", Leaf),
+    F("advertisedSubnets", Seq(&Str)),
+    F("listenSubnets", Seq(&Str)),
 ];
 
 pub(crate) const D_V1ALPHA1_EXTERNALCLOUDPROVIDERCONFIG: &[F] =
-    &[F("enabled", Leaf), F("manifests", Leaf)];
+    &[F("enabled", Leaf), F("manifests", Seq(&Str))];
 
 pub(crate) const D_V1ALPHA1_EXTRAMOUNT: &[F] = &[
-    F("destination", Leaf),
-    F("type", Leaf),
-    F("source", Leaf),
-    F("options", Leaf),
+    F("destination", Str),
+    F("type", Str),
+    F("source", Str),
+    F("options", Seq(&Str)),
     F("uidMappings", Seq(&Struct(D_V1ALPHA1_LINUXIDMAPPING))),
     F("gidMappings", Seq(&Struct(D_V1ALPHA1_LINUXIDMAPPING))),
 ];
@@ -716,11 +719,13 @@ pub(crate) const D_V1ALPHA1_FEATURESCONFIG: &[F] = &[
     F("kubePrism", Struct(D_V1ALPHA1_KUBEPRISM)),
     F("hostDNS", Struct(D_V1ALPHA1_HOSTDNSCONFIG)),
     F("imageCache", Struct(D_V1ALPHA1_IMAGECACHECONFIG)),
-    F("nodeAddressSortAlgorithm", Leaf),
+    F("nodeAddressSortAlgorithm", Str),
 ];
 
-pub(crate) const D_V1ALPHA1_FLANNELCNICONFIG: &[F] =
-    &[F("extraArgs", Leaf), F("kubeNetworkPoliciesEnabled", Leaf)];
+pub(crate) const D_V1ALPHA1_FLANNELCNICONFIG: &[F] = &[
+    F("extraArgs", Seq(&Str)),
+    F("kubeNetworkPoliciesEnabled", Leaf),
+];
 
 pub(crate) const D_V1ALPHA1_HOSTDNSCONFIG: &[F] = &[
     F("enabled", Leaf),
@@ -731,10 +736,10 @@ pub(crate) const D_V1ALPHA1_HOSTDNSCONFIG: &[F] = &[
 pub(crate) const D_V1ALPHA1_IMAGECACHECONFIG: &[F] = &[F("localEnabled", Leaf)];
 
 pub(crate) const D_V1ALPHA1_INSTALLCONFIG: &[F] = &[
-    F("disk", Leaf),
+    F("disk", Str),
     F("diskSelector", Struct(D_V1ALPHA1_INSTALLDISKSELECTOR)),
     F("extraKernelArgs", Leaf),
-    F("image", Leaf),
+    F("image", Str),
     F("extensions", Leaf),
     F("bootloader", Leaf),
     F("wipe", Leaf),
@@ -743,27 +748,28 @@ pub(crate) const D_V1ALPHA1_INSTALLCONFIG: &[F] = &[
 ];
 
 pub(crate) const D_V1ALPHA1_INSTALLDISKSELECTOR: &[F] = &[
-    F("size", Leaf),
-    F("name", Leaf),
-    F("model", Leaf),
-    F("serial", Leaf),
-    F("modalias", Leaf),
-    F("uuid", Leaf),
-    F("wwid", Leaf),
+    F("size", Str),
+    F("name", Str),
+    F("model", Str),
+    F("serial", Str),
+    F("modalias", Str),
+    F("uuid", Str),
+    F("wwid", Str),
     F("type", Leaf),
-    F("busPath", Leaf),
+    F("busPath", Str),
 ];
 
 pub(crate) const D_V1ALPHA1_KERNELCONFIG: &[F] =
     &[F("modules", Seq(&Struct(D_V1ALPHA1_KERNELMODULECONFIG)))];
 
-pub(crate) const D_V1ALPHA1_KERNELMODULECONFIG: &[F] = &[F("name", Leaf), F("parameters", Leaf)];
+pub(crate) const D_V1ALPHA1_KERNELMODULECONFIG: &[F] =
+    &[F("name", Str), F("parameters", Seq(&Str))];
 
 pub(crate) const D_V1ALPHA1_KUBEPRISM: &[F] = &[F("enabled", Leaf), F("port", Leaf)];
 
 pub(crate) const D_V1ALPHA1_KUBELETCONFIG: &[F] = &[
-    F("image", Leaf),
-    F("clusterDNS", Leaf),
+    F("image", Str),
+    F("clusterDNS", Seq(&Str)),
     F("extraArgs", StrMap),
     F("extraMounts", Seq(&Struct(D_V1ALPHA1_EXTRAMOUNT))),
     F("extraConfig", Any),
@@ -775,12 +781,12 @@ pub(crate) const D_V1ALPHA1_KUBELETCONFIG: &[F] = &[
     F("disableManifestsDirectory", Leaf),
 ];
 
-pub(crate) const D_V1ALPHA1_KUBELETNODEIPCONFIG: &[F] = &[F("validSubnets", Leaf)];
+pub(crate) const D_V1ALPHA1_KUBELETNODEIPCONFIG: &[F] = &[F("validSubnets", Seq(&Str))];
 
 pub(crate) const D_V1ALPHA1_KUBERNETESTALOSAPIACCESSCONFIG: &[F] = &[
     F("enabled", Leaf),
-    F("allowedRoles", Leaf),
-    F("allowedKubernetesNamespaces", Leaf),
+    F("allowedRoles", Seq(&Str)),
+    F("allowedKubernetesNamespaces", Seq(&Str)),
 ];
 
 pub(crate) const D_V1ALPHA1_LINUXIDMAPPING: &[F] =
@@ -799,10 +805,10 @@ pub(crate) const D_V1ALPHA1_LOGGINGDESTINATION: &[F] = &[
 
 pub(crate) const D_V1ALPHA1_MACHINECONFIG: &[F] = &[
     F("type", Leaf),
-    F("token", Leaf),
-    F("ca", Struct(&[F("crt", Leaf), F("key", Leaf)])),
-    F("acceptedCAs", Struct(&[F("crt", Leaf)])),
-    F("certSANs", Leaf),
+    F("token", Str),
+    F("ca", Struct(&[F("crt", Str), F("key", Str)])),
+    F("acceptedCAs", Struct(&[F("crt", Str)])),
+    F("certSANs", Seq(&Str)),
     F("controlPlane", Struct(D_V1ALPHA1_MACHINECONTROLPLANECONFIG)),
     F("kubelet", Struct(D_V1ALPHA1_KUBELETCONFIG)),
     F("pods", Seq(&Any)),
@@ -841,32 +847,32 @@ pub(crate) const D_V1ALPHA1_MACHINECONTROLPLANECONFIG: &[F] = &[
 pub(crate) const D_V1ALPHA1_MACHINECONTROLLERMANAGERCONFIG: &[F] = &[F("disabled", Leaf)];
 
 pub(crate) const D_V1ALPHA1_MACHINEFILE: &[F] = &[
-    F("content", Leaf),
+    F("content", Str),
     F("permissions", Octal),
-    F("path", Leaf),
+    F("path", Str),
     F("op", Leaf),
 ];
 
 pub(crate) const D_V1ALPHA1_MACHINESCHEDULERCONFIG: &[F] = &[F("disabled", Leaf)];
 
-pub(crate) const D_V1ALPHA1_MACHINESECCOMPPROFILE: &[F] = &[F("name", Leaf), F("value", Any)];
+pub(crate) const D_V1ALPHA1_MACHINESECCOMPPROFILE: &[F] = &[F("name", Str), F("value", Any)];
 
 pub(crate) const D_V1ALPHA1_PROXYCONFIG: &[F] = &[
     F("disabled", Leaf),
-    F("image", Leaf),
-    F("mode", Leaf),
+    F("image", Str),
+    F("mode", Str),
     F("extraArgs", StrMap),
 ];
 
 pub(crate) const D_V1ALPHA1_REGISTRYKUBERNETESCONFIG: &[F] = &[F("disabled", Leaf)];
 
 pub(crate) const D_V1ALPHA1_REGISTRYSERVICECONFIG: &[F] =
-    &[F("disabled", Leaf), F("endpoint", Leaf)];
+    &[F("disabled", Leaf), F("endpoint", Str)];
 
 pub(crate) const D_V1ALPHA1_RESOURCESCONFIG: &[F] = &[F("requests", Any), F("limits", Any)];
 
 pub(crate) const D_V1ALPHA1_SCHEDULERCONFIG: &[F] = &[
-    F("image", Leaf),
+    F("image", Str),
     F("extraArgs", StrMap),
     F("extraVolumes", Seq(&Struct(D_V1ALPHA1_VOLUMEMOUNTCONFIG))),
     F("env", StrMap),
@@ -874,54 +880,52 @@ pub(crate) const D_V1ALPHA1_SCHEDULERCONFIG: &[F] = &[
     F("config", Any),
 ];
 
-pub(crate) const D_V1ALPHA1_UDEVCONFIG: &[F] = &[F("rules", Leaf)];
+pub(crate) const D_V1ALPHA1_UDEVCONFIG: &[F] = &[F("rules", Seq(&Str))];
 
-pub(crate) const D_V1ALPHA1_VOLUMEMOUNTCONFIG: &[F] = &[
-    F("hostPath", Leaf),
-    F("mountPath", Leaf),
-    F("readonly", Leaf),
-];
+pub(crate) const D_V1ALPHA1_VOLUMEMOUNTCONFIG: &[F] =
+    &[F("hostPath", Str), F("mountPath", Str), F("readonly", Leaf)];
 
 pub(crate) const D_BLOCK_FILESYSTEMSCRUBCONFIGV1ALPHA1: &[F] =
-    &[F("apiVersion", Leaf), F("kind", Leaf), F("interval", Leaf)];
+    &[F("apiVersion", Leaf), F("kind", Leaf), F("interval", Str)];
 
 pub(crate) const D_BLOCK_FILESYSTEMTRIMCONFIGV1ALPHA1: &[F] =
-    &[F("apiVersion", Leaf), F("kind", Leaf), F("interval", Leaf)];
+    &[F("apiVersion", Leaf), F("kind", Leaf), F("interval", Str)];
 
-pub(crate) const D_BLOCK_SCRUBCONFIG: &[F] = &[F("enabled", Leaf), F("interval", Leaf)];
+pub(crate) const D_BLOCK_SCRUBCONFIG: &[F] = &[F("enabled", Leaf), F("interval", Str)];
 
 pub(crate) const D_BLOCK_SYSTEMVOLUMEFILESYSTEMSPEC: &[F] = &[F("xfs", Struct(D_BLOCK_XFSSPEC))];
 
-pub(crate) const D_BLOCK_TRIMCONFIG: &[F] = &[F("enabled", Leaf), F("interval", Leaf)];
+pub(crate) const D_BLOCK_TRIMCONFIG: &[F] = &[F("enabled", Leaf), F("interval", Str)];
 
-pub(crate) const D_BLOCK_XFSSPEC: &[F] = &[F("minAllocationGroupSize", Leaf)];
+pub(crate) const D_BLOCK_XFSSPEC: &[F] = &[F("minAllocationGroupSize", Str)];
 
 pub(crate) const D_CLUSTER_DISCOVERYIDENTITYCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
-    F("clusterID", Leaf),
-    F("clusterSecret", Leaf),
+    F("clusterID", Str),
+    F("clusterSecret", Str),
 ];
 
 pub(crate) const D_CLUSTER_DISCOVERYSERVICECONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
-    F("name", Leaf),
-    F("endpoint", Leaf),
+    F("name", Str),
+    F("endpoint", Str),
 ];
 
-pub(crate) const D_CONTAINER_CONTAINERCAPABILITIES: &[F] = &[F("add", Leaf), F("drop", Leaf)];
+pub(crate) const D_CONTAINER_CONTAINERCAPABILITIES: &[F] =
+    &[F("add", Seq(&Str)), F("drop", Seq(&Str))];
 
 pub(crate) const D_CONTAINER_CONTAINERCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
-    F("name", Leaf),
-    F("image", Leaf),
-    F("entrypoint", Leaf),
-    F("args", Leaf),
-    F("workingDir", Leaf),
+    F("name", Str),
+    F("image", Str),
+    F("entrypoint", Seq(&Str)),
+    F("args", Seq(&Str)),
+    F("workingDir", Str),
     F("runAs", Struct(D_CONTAINER_CONTAINERRUNAS)),
-    F("environment", Leaf),
+    F("environment", Seq(&Str)),
     F("mounts", Seq(&Struct(D_CONTAINER_CONTAINERMOUNT))),
     F("security", Struct(D_CONTAINER_CONTAINERSECURITY)),
     F("network", Struct(D_CONTAINER_CONTAINERNETWORK)),
@@ -930,10 +934,10 @@ pub(crate) const D_CONTAINER_CONTAINERCONFIGV1ALPHA1: &[F] = &[
 ];
 
 pub(crate) const D_CONTAINER_CONTAINERDEPENDSON: &[F] = &[
-    F("paths", Leaf),
+    F("paths", Seq(&Str)),
     F("networks", Leaf),
     F("time", Leaf),
-    F("containers", Leaf),
+    F("containers", Seq(&Str)),
 ];
 
 pub(crate) const D_CONTAINER_CONTAINERMOUNT: &[F] = &[
@@ -942,9 +946,9 @@ pub(crate) const D_CONTAINER_CONTAINERMOUNT: &[F] = &[
     F("hostPath", Struct(D_CONTAINER_HOSTPATHMOUNT)),
 ];
 
-pub(crate) const D_CONTAINER_CONTAINERNETWORK: &[F] = &[F("mode", Leaf)];
+pub(crate) const D_CONTAINER_CONTAINERNETWORK: &[F] = &[F("mode", Str)];
 
-pub(crate) const D_CONTAINER_CONTAINERRESOURCELIMITS: &[F] = &[F("cpu", Leaf), F("memory", Leaf)];
+pub(crate) const D_CONTAINER_CONTAINERRESOURCELIMITS: &[F] = &[F("cpu", Str), F("memory", Str)];
 
 pub(crate) const D_CONTAINER_CONTAINERRESOURCES: &[F] =
     &[F("limits", Struct(D_CONTAINER_CONTAINERRESOURCELIMITS))];
@@ -952,21 +956,24 @@ pub(crate) const D_CONTAINER_CONTAINERRESOURCES: &[F] =
 pub(crate) const D_CONTAINER_CONTAINERRUNAS: &[F] = &[F("uid", Leaf), F("gid", Leaf)];
 
 pub(crate) const D_CONTAINER_CONTAINERSECURITY: &[F] = &[
-    F("profile", Leaf),
+    F("profile", Str),
     F("capabilities", Struct(D_CONTAINER_CONTAINERCAPABILITIES)),
 ];
 
 pub(crate) const D_CONTAINER_HOSTPATHMOUNT: &[F] = &[
-    F("source", Leaf),
-    F("destination", Leaf),
-    F("options", Leaf),
+    F("source", Str),
+    F("destination", Str),
+    F("options", Seq(&Str)),
 ];
 
-pub(crate) const D_CONTAINER_TMPFSMOUNT: &[F] =
-    &[F("destination", Leaf), F("size", Leaf), F("options", Leaf)];
+pub(crate) const D_CONTAINER_TMPFSMOUNT: &[F] = &[
+    F("destination", Str),
+    F("size", Str),
+    F("options", Seq(&Str)),
+];
 
 pub(crate) const D_CONTAINER_USERVOLUMEMOUNT: &[F] =
-    &[F("name", Leaf), F("destination", Leaf), F("options", Leaf)];
+    &[F("name", Str), F("destination", Str), F("options", Leaf)];
 
 pub(crate) const D_CRI_CRIBASERUNTIMESPECCONFIGV1ALPHA1: &[F] =
     &[F("apiVersion", Leaf), F("kind", Leaf), F("overrides", Any)];
@@ -974,8 +981,8 @@ pub(crate) const D_CRI_CRIBASERUNTIMESPECCONFIGV1ALPHA1: &[F] =
 pub(crate) const D_CRI_CRICUSTOMIZATIONCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
-    F("name", Leaf),
-    F("content", Leaf),
+    F("name", Str),
+    F("content", Str),
 ];
 
 pub(crate) const D_CRI_IMAGECACHECONFIGV1ALPHA1: &[F] = &[
@@ -987,45 +994,45 @@ pub(crate) const D_CRI_IMAGECACHECONFIGV1ALPHA1: &[F] = &[
 pub(crate) const D_CRI_LOCALIMAGECACHECONFIG: &[F] = &[F("enabled", Leaf)];
 
 pub(crate) const D_K8S_ACCEPTEDSERVICEACCOUNTCONFIG: &[F] = &[
-    F("publicKeys", Leaf),
-    F("issuers", Leaf),
-    F("audiences", Leaf),
+    F("publicKeys", Seq(&Str)),
+    F("issuers", Seq(&Str)),
+    F("audiences", Seq(&Str)),
 ];
 
 pub(crate) const D_K8S_ISSUERSERVICEACCOUNTCONFIG: &[F] =
-    &[F("privateKey", Leaf), F("issuerURL", Leaf)];
+    &[F("privateKey", Str), F("issuerURL", Str)];
 
 pub(crate) const D_K8S_KUBEAPISERVERCACONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
-    F("issuingCA", Struct(&[F("cert", Leaf), F("key", Leaf)])),
-    F("acceptedCAs", Leaf),
+    F("issuingCA", Struct(&[F("cert", Str), F("key", Str)])),
+    F("acceptedCAs", Seq(&Str)),
 ];
 
 pub(crate) const D_K8S_KUBEAPISERVERCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
-    F("image", Leaf),
+    F("image", Str),
     F("extraArgs", StrMap),
     F("env", StrMap),
     F("resources", Any),
     F("apiPort", Leaf),
-    F("certExtraSANs", Leaf),
+    F("certExtraSANs", Seq(&Str)),
     F("startupProbes", Leaf),
 ];
 
 pub(crate) const D_K8S_KUBEADMISSIONCONTROLCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
-    F("name", Leaf),
+    F("name", Str),
     F("configuration", Any),
 ];
 
 pub(crate) const D_K8S_KUBEAGGREGATORCACONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
-    F("issuingCA", Struct(&[F("cert", Leaf), F("key", Leaf)])),
-    F("acceptedCAs", Leaf),
+    F("issuingCA", Struct(&[F("cert", Str), F("key", Str)])),
+    F("acceptedCAs", Seq(&Str)),
 ];
 
 pub(crate) const D_K8S_KUBEAUDITPOLICYCONFIGV1ALPHA1: &[F] = &[
@@ -1043,7 +1050,7 @@ pub(crate) const D_K8S_KUBEAUTHENTICATIONCONFIGV1ALPHA1: &[F] = &[
 pub(crate) const D_K8S_KUBEAUTHORIZERCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
-    F("name", Leaf),
+    F("name", Str),
     F("type", Leaf),
     F("webhook", Any),
 ];
@@ -1051,15 +1058,15 @@ pub(crate) const D_K8S_KUBEAUTHORIZERCONFIGV1ALPHA1: &[F] = &[
 pub(crate) const D_K8S_KUBECLUSTERCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
-    F("clusterName", Leaf),
-    F("endpoint", Leaf),
+    F("clusterName", Str),
+    F("endpoint", Str),
 ];
 
 pub(crate) const D_K8S_KUBECONTROLLERMANAGERCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
     F("enabled", Leaf),
-    F("image", Leaf),
+    F("image", Str),
     F("extraArgs", StrMap),
     F("env", StrMap),
     F("resources", Any),
@@ -1069,7 +1076,7 @@ pub(crate) const D_K8S_KUBECOREDNSCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
     F("enabled", Leaf),
-    F("image", Leaf),
+    F("image", Str),
 ];
 
 pub(crate) const D_K8S_KUBECREDENTIALPROVIDERCONFIGV1ALPHA1: &[F] = &[
@@ -1084,36 +1091,36 @@ pub(crate) const D_K8S_KUBEETCDENCRYPTIONCONFIGV1ALPHA1: &[F] =
 pub(crate) const D_K8S_KUBEEXTERNALMANIFESTCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
-    F("name", Leaf),
+    F("name", Str),
     F("headers", StrMap),
-    F("url", Leaf),
+    F("url", Str),
 ];
 
 pub(crate) const D_K8S_KUBEFLANNELCNICONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
-    F("backendType", Leaf),
+    F("backendType", Str),
     F("backendPort", Leaf),
     F("backendMTU", Leaf),
     F("backendExtraConfig", Any),
     F("resources", Any),
-    F("extraArgs", Leaf),
+    F("extraArgs", Seq(&Str)),
     F("kubeNetworkPoliciesEnabled", Leaf),
 ];
 
 pub(crate) const D_K8S_KUBEINLINEMANIFESTCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
-    F("name", Leaf),
-    F("manifest", Leaf),
+    F("name", Str),
+    F("manifest", Str),
 ];
 
 pub(crate) const D_K8S_KUBENETWORKCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
-    F("dnsDomain", Leaf),
-    F("podSubnets", Leaf),
-    F("serviceSubnets", Leaf),
+    F("dnsDomain", Str),
+    F("podSubnets", Seq(&Str)),
+    F("serviceSubnets", Seq(&Str)),
     F("nodeCIDRMaskSizeIPv4", Leaf),
     F("nodeCIDRMaskSizeIPv6", Leaf),
 ];
@@ -1133,15 +1140,15 @@ pub(crate) const D_K8S_KUBEPRISMCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
     F("port", Leaf),
-    F("tlsServerName", Leaf),
+    F("tlsServerName", Str),
 ];
 
 pub(crate) const D_K8S_KUBEPROXYCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
     F("enabled", Leaf),
-    F("image", Leaf),
-    F("mode", Leaf),
+    F("image", Str),
+    F("mode", Str),
     F("config", Any),
     F("extraArgs", StrMap),
     F("resources", Any),
@@ -1151,7 +1158,7 @@ pub(crate) const D_K8S_KUBESCHEDULERCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
     F("enabled", Leaf),
-    F("image", Leaf),
+    F("image", Str),
     F("config", Any),
     F("extraArgs", StrMap),
     F("env", StrMap),
@@ -1168,46 +1175,47 @@ pub(crate) const D_K8S_KUBESERVICEACCOUNTCONFIGV1ALPHA1: &[F] = &[
 pub(crate) const D_K8S_KUBESTATICPODCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
-    F("name", Leaf),
+    F("name", Str),
     F("pod", Any),
 ];
 
 pub(crate) const D_K8S_KUBETALOSAPIACCESSCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
-    F("allowedRoles", Leaf),
-    F("allowedKubernetesNamespaces", Leaf),
+    F("allowedRoles", Seq(&Str)),
+    F("allowedKubernetesNamespaces", Seq(&Str)),
 ];
 
 pub(crate) const D_K8S_KUBELETCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
-    F("image", Leaf),
+    F("image", Str),
     F("config", Any),
     F("extraArgs", StrMap),
-    F("clusterDNS", Leaf),
+    F("clusterDNS", Seq(&Str)),
     F("defaultRuntimeSeccompProfileEnabled", Leaf),
 ];
 
-pub(crate) const D_K8S_NODEIPCONFIG: &[F] = &[F("validSubnets", Leaf)];
+pub(crate) const D_K8S_NODEIPCONFIG: &[F] = &[F("validSubnets", Seq(&Str))];
 
 pub(crate) const D_NETWORK_BGPBFDCONFIG: &[F] = &[
-    F("transmitInterval", Leaf),
-    F("receiveInterval", Leaf),
+    F("transmitInterval", Str),
+    F("receiveInterval", Str),
     F("detectMultiplier", Leaf),
 ];
 
-pub(crate) const D_NETWORK_BGPIMPORTROUTE: &[F] = &[F("bgpInstance", Leaf), F("prefixes", Leaf)];
+pub(crate) const D_NETWORK_BGPIMPORTROUTE: &[F] =
+    &[F("bgpInstance", Str), F("prefixes", Seq(&Str))];
 
 pub(crate) const D_NETWORK_BGPINSTANCECONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
-    F("name", Leaf),
-    F("vrf", Leaf),
+    F("name", Str),
+    F("vrf", Str),
     F("localASN", Leaf),
-    F("routerID", Leaf),
-    F("routeSource", Leaf),
-    F("advertise", Leaf),
+    F("routerID", Str),
+    F("routeSource", Str),
+    F("advertise", Seq(&Str)),
     F("multipath", Leaf),
     F("maxPaths", Leaf),
     F("installRoutes", Leaf),
@@ -1216,23 +1224,23 @@ pub(crate) const D_NETWORK_BGPINSTANCECONFIGV1ALPHA1: &[F] = &[
 ];
 
 pub(crate) const D_NETWORK_BGPNEIGHBORCONFIG: &[F] = &[
-    F("address", Leaf),
-    F("link", Leaf),
+    F("address", Str),
+    F("link", Str),
     F("peerASN", Leaf),
     F("localASN", Leaf),
     F("passive", Leaf),
-    F("holdTime", Leaf),
+    F("holdTime", Str),
     F("bfd", Struct(D_NETWORK_BGPBFDCONFIG)),
 ];
 
 pub(crate) const D_NETWORK_HTTPPROBECONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
-    F("name", Leaf),
-    F("interval", Leaf),
+    F("name", Str),
+    F("interval", Str),
     F("failureThreshold", Leaf),
-    F("url", Leaf),
-    F("timeout", Leaf),
+    F("url", Str),
+    F("timeout", Str),
 ];
 
 pub(crate) const D_NETWORK_HOSTDNSCONFIG: &[F] = &[
@@ -1244,7 +1252,7 @@ pub(crate) const D_NETWORK_HOSTDNSCONFIG: &[F] = &[
 pub(crate) const D_NETWORK_VETHCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
-    F("name", Leaf),
+    F("name", Str),
     F("peer", Struct(D_NETWORK_VETHPEERCONFIG)),
     F("up", Leaf),
     F("mtu", Leaf),
@@ -1254,7 +1262,7 @@ pub(crate) const D_NETWORK_VETHCONFIGV1ALPHA1: &[F] = &[
 ];
 
 pub(crate) const D_NETWORK_VETHPEERCONFIG: &[F] = &[
-    F("name", Leaf),
+    F("name", Str),
     F("up", Leaf),
     F("mtu", Leaf),
     F("addresses", Seq(&Struct(D_NETWORK_ADDRESSCONFIG))),
@@ -1262,23 +1270,23 @@ pub(crate) const D_NETWORK_VETHPEERCONFIG: &[F] = &[
     F("multicast", Leaf),
 ];
 
-pub(crate) const D_RUNTIME_DISKSELECTORSPEC: &[F] = &[F("match", Leaf)];
+pub(crate) const D_RUNTIME_DISKSELECTORSPEC: &[F] = &[F("match", Str)];
 
 pub(crate) const D_RUNTIME_ETCFILECONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
-    F("name", Leaf),
+    F("name", Str),
     F("mode", Leaf),
-    F("contents", Leaf),
+    F("contents", Str),
 ];
 
-pub(crate) const D_RUNTIME_INSTALLERSPEC: &[F] = &[F("image", Leaf)];
+pub(crate) const D_RUNTIME_INSTALLERSPEC: &[F] = &[F("image", Str)];
 
 pub(crate) const D_RUNTIME_KERNELMODULECONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
-    F("name", Leaf),
-    F("parameters", Leaf),
+    F("name", Str),
+    F("parameters", Seq(&Str)),
 ];
 
 pub(crate) const D_RUNTIME_PROVISIONINGSPEC: &[F] = &[
@@ -1298,8 +1306,11 @@ pub(crate) const D_RUNTIME_SYSCTLCONFIGV1ALPHA1: &[F] =
 pub(crate) const D_RUNTIME_SYSFSCONFIGV1ALPHA1: &[F] =
     &[F("apiVersion", Leaf), F("kind", Leaf), F("params", StrMap)];
 
-pub(crate) const D_RUNTIME_UDEVRULESCONFIGV1ALPHA1: &[F] =
-    &[F("apiVersion", Leaf), F("kind", Leaf), F("rules", Leaf)];
+pub(crate) const D_RUNTIME_UDEVRULESCONFIGV1ALPHA1: &[F] = &[
+    F("apiVersion", Leaf),
+    F("kind", Leaf),
+    F("rules", Seq(&Str)),
+];
 
 pub(crate) const D_RUNTIME_UNATTENDEDINSTALLCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
@@ -1312,8 +1323,8 @@ pub(crate) const D_RUNTIME_UNATTENDEDINSTALLCONFIGV1ALPHA1: &[F] = &[
 pub(crate) const D_STORAGE_LVMLOGICALVOLUMECONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
-    F("name", Leaf),
-    F("type", Leaf),
+    F("name", Str),
+    F("type", Str),
     F("mirrors", Leaf),
     F("stripes", Leaf),
     F(
@@ -1322,20 +1333,17 @@ pub(crate) const D_STORAGE_LVMLOGICALVOLUMECONFIGV1ALPHA1: &[F] = &[
     ),
 ];
 
-pub(crate) const D_STORAGE_LVMLOGICALVOLUMEPROVISIONINGSPEC: &[F] = &[
-    F("volumeGroup", Leaf),
-    F("minSize", Leaf),
-    F("maxSize", Leaf),
-];
+pub(crate) const D_STORAGE_LVMLOGICALVOLUMEPROVISIONINGSPEC: &[F] =
+    &[F("volumeGroup", Str), F("minSize", Str), F("maxSize", Str)];
 
 pub(crate) const D_STORAGE_LVMVOLUMEGROUPCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
-    F("name", Leaf),
+    F("name", Str),
     F("provisioning", Struct(D_STORAGE_PROVISIONINGSPEC)),
 ];
 
-pub(crate) const D_STORAGE_LVMVOLUMESELECTORSPEC: &[F] = &[F("match", Leaf)];
+pub(crate) const D_STORAGE_LVMVOLUMESELECTORSPEC: &[F] = &[F("match", Str)];
 
 pub(crate) const D_STORAGE_PROVISIONINGSPEC: &[F] =
     &[F("volumeSelector", Struct(D_STORAGE_LVMVOLUMESELECTORSPEC))];
@@ -1343,7 +1351,7 @@ pub(crate) const D_STORAGE_PROVISIONINGSPEC: &[F] =
 pub(crate) const D_STORAGE_RAIDARRAYCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Leaf),
     F("kind", Leaf),
-    F("name", Leaf),
+    F("name", Str),
     F("level", Leaf),
     F("metadata", Leaf),
     F("provisioning", Struct(D_STORAGE_RAIDPROVISIONINGSPEC)),
@@ -1352,7 +1360,7 @@ pub(crate) const D_STORAGE_RAIDARRAYCONFIGV1ALPHA1: &[F] = &[
 pub(crate) const D_STORAGE_RAIDPROVISIONINGSPEC: &[F] =
     &[F("volumeSelector", Struct(D_STORAGE_RAIDVOLUMESELECTOR))];
 
-pub(crate) const D_STORAGE_RAIDVOLUMESELECTOR: &[F] = &[F("match", Leaf)];
+pub(crate) const D_STORAGE_RAIDVOLUMESELECTOR: &[F] = &[F("match", Str)];
 
 pub(crate) const D_V1ALPHA1_REGISTRIES: &[F] = &[
     F("mirrors", Map(&Struct(D_V1ALPHA1_REGISTRYMIRROR))),
@@ -1451,7 +1459,7 @@ pub(crate) const D_V1ALPHA1_DISK: &[F] = &[
     F("partitions", Seq(&Struct(D_V1ALPHA1_PARTITION))),
 ];
 
-pub(crate) const D_V1ALPHA1_PARTITION: &[F] = &[F("size", Leaf), F("mountpoint", Leaf)];
+pub(crate) const D_V1ALPHA1_PARTITION: &[F] = &[F("size", DiskSize), F("mountpoint", Leaf)];
 
 /// Multi-document kinds and their field order (`apiVersion`, `kind`, `name` included).
 pub(crate) const KINDS: &[(&str, &[F])] = &[

@@ -20,13 +20,15 @@ impl MachineConfig {
         };
         let docs: Vec<Value> =
             serde_saphyr::from_multiple_with_options(text, options).map_err(|e| {
-                let line = e.location().map(|l| l.line());
-                let doc = line.map(|l| document_number(text, l)).unwrap_or(1);
-                let what = e.to_string();
-                match line {
-                    Some(l) => anyhow::anyhow!("YAML document {doc} (line {l}): {what}"),
-                    None => anyhow::anyhow!("YAML document {doc}: {what}"),
-                }
+                let doc = e
+                    .location()
+                    .map(|l| document_number(text, l.line()))
+                    .unwrap_or(1);
+                // The library's hint about its own options means nothing to a config author.
+                let what = e
+                    .to_string()
+                    .replace(", set DuplicateKeyPolicy in Options if acceptable", "");
+                anyhow::anyhow!("YAML document {doc}: {what}")
             })?;
         let mut out = Vec::with_capacity(docs.len());
         for (i, doc) in docs.into_iter().enumerate() {

@@ -4,7 +4,7 @@
 The JSON schemas shipped with Talos list properties in Go struct order, which is the order the
 comment-free encoder writes. Hidden/deprecated v1alpha1 fields are missing from the schemas, so they
 are inserted here from config.md §3.7. Usage:
-    python3 tools/gen_key_order.py /work/shared/talos > src/key_order.rs
+    python3 tools/gen_key_order.py /work/shared/talos > src/key_order.rs && rustfmt --edition 2024 src/key_order.rs
 """
 import json
 import re
@@ -36,7 +36,7 @@ def insert_after(def_name, after, fields):
     defs[def_name] = dict(items)
 
 
-LEAF = {"type": "string"}
+LEAF = {}  # type unknown: written as found
 STRMAP = {"patternProperties": {".*": {"type": "string"}}, "type": "object"}
 
 
@@ -93,7 +93,11 @@ insert_after("v1alpha1.EtcdConfig", "extraArgs", [("subnet", LEAF)])
 insert_after("v1alpha1.APIServerConfig", "certSANs", [("disablePodSecurityPolicy", LEAF)])
 
 # Fields whose Go type renders specially.
-OCTAL = {("v1alpha1.MachineFile", "permissions")}
+SPECIAL = {
+    ("v1alpha1.MachineFile", "permissions"): "Octal",
+    ("v1alpha1.Partition", "size"): "DiskSize",
+    ("v1alpha1.ClusterInlineManifest", "contents"): "InlineContents",
+}
 
 
 def const_name(n):
@@ -101,8 +105,8 @@ def const_name(n):
 
 
 def shape(def_name, field, p):
-    if (def_name, field) in OCTAL:
-        return "Octal"
+    if (def_name, field) in SPECIAL:
+        return SPECIAL[(def_name, field)]
     if "$ref" in p:
         target = p["$ref"].split("/")[-1]
         return f"Struct({const_name(target)})" if defs.get(target) else "Leaf"
@@ -113,6 +117,8 @@ def shape(def_name, field, p):
             return f"Seq(&Struct({const_name(target)}))" if defs.get(target) else "Leaf"
         if items.get("type") == "object":
             return "Seq(&Any)"
+        if items.get("type") == "string":
+            return "Seq(&Str)"
         return "Leaf"
     if "properties" in p:
         inner = ", ".join(f'F("{k}", {shape(def_name, k, v)})' for k, v in p["properties"].items())
@@ -126,6 +132,8 @@ def shape(def_name, field, p):
         return "StrMap"
     if p.get("type") == "object":
         return "Any"
+    if p.get("type") == "string":
+        return "Str"
     return "Leaf"
 
 
