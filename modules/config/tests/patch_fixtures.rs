@@ -4,6 +4,7 @@
 use ferro_talos_config::MachineConfig;
 use ferro_talos_config::diff::changed_paths;
 use ferro_talos_config::document::DocId;
+use ferro_talos_config::encode::encode_document;
 use ferro_talos_config::live::reboot_required;
 use ferro_talos_config::patch::{Patch, duplicate_warnings};
 use ferro_talos_config::redact::{MASK, redacted, redacted_pair, secret_values};
@@ -229,4 +230,32 @@ fn golden_configs_validate() {
     )
     .unwrap_err();
     assert!(e.iter().any(|e| e.contains("extraKernelArgs")), "{e:?}");
+}
+
+#[test]
+fn patched_base_encodes_to_the_golden_overrides_bytes() {
+    let mut cfg = load("v1.13.6/stability-v1.13-base-controlplane.yaml");
+    cfg.apply_patches(&[
+        Patch::parse(OVERRIDES_AS_PATCH).unwrap(),
+        Patch::parse(&fixture("v1.13.6/stability-patch.yaml")).unwrap(),
+    ])
+    .unwrap();
+    // Generation puts registry documents before HostnameConfig (config.md §3.5); patches
+    // append, so compare document by document in the golden order.
+    let golden_text = fixture("v1.13.6/stability-v1.13-overrides-controlplane.yaml");
+    let golden_cfg = MachineConfig::parse(&golden_text).unwrap();
+    for gdoc in &golden_cfg.docs {
+        let id = DocId::of(gdoc);
+        let ours = cfg
+            .docs
+            .iter()
+            .find(|d| DocId::of(d) == id)
+            .expect("document present");
+        assert_eq!(encode_document(ours), encode_document(gdoc), "{id:?}");
+    }
+    let v1 = encode_document(cfg.v1alpha1().unwrap());
+    assert!(
+        golden_text.starts_with(&v1),
+        "v1alpha1 document differs from the golden bytes"
+    );
 }
