@@ -183,6 +183,8 @@ fn string_value(v: &Value) -> Node {
     match v {
         Value::Bool(_) | Value::Number(_) => Node::Scalar(string_scalar(&scalar_text(v))),
         Value::Array(a) => Node::Seq(a.iter().map(string_value).collect()),
+        // A YAML null decodes to Go's empty string.
+        Value::Null => Node::Scalar(string_scalar("")),
         other => to_node(other, Shape::Leaf),
     }
 }
@@ -633,7 +635,6 @@ fn is_go_int(s: &str) -> bool {
         (body, 10)
     };
     !digits.is_empty() && digits.chars().all(|c| c.is_digit(radix))
-        || (radix == 8 && digits.is_empty())
 }
 
 /// go-yaml's `^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$`.
@@ -1062,6 +1063,43 @@ mod tests {
             - size: 1234000000\n            - size: 1.5 GB\ncluster:\n    inlineManifests:\n        \
             - name: m\n          contents: |4\n              kind: X\n";
         assert_eq!(enc(doc), expected);
+    }
+
+    #[test]
+    fn resolver_edge_cases() {
+        for s in [
+            "0o", "0x", "-", ".", "1e", "infinity", "NaN", "v1", "1.2.3", "0b2",
+        ] {
+            assert!(resolves_as_string(s), "{s}");
+        }
+        for s in [
+            "0o17",
+            "0x1F",
+            "+0x1F",
+            "0b101",
+            "0777",
+            "08",
+            "1_000",
+            "-1.5e3",
+            "+.5",
+            "1:20:30",
+            "2001-12-14t21:59:43.10-05:00",
+            "2001-12-14 21:59:43.10",
+        ] {
+            assert!(!resolves_as_string(s), "{s}");
+        }
+    }
+
+    #[test]
+    fn parsed_text_forms_are_normalised_like_talos() {
+        let c = MachineConfig::parse(
+            "machine:\n  files:\n    - permissions: 0644\n  nodeLabels:\n    a:\n    b: 10\n",
+        )
+        .unwrap();
+        assert_eq!(
+            c.to_yaml(),
+            "machine:\n    files:\n        - permissions: 0o644\n    nodeLabels:\n        a: \"\"\n        b: \"10\"\n"
+        );
     }
 
     #[test]
