@@ -39,7 +39,7 @@ use tonic::{Request, Response, Status, Streaming};
 
 use crate::credentials::{Credentials, maintenance_tls_config};
 use crate::endpoint::Endpoint;
-use crate::error::{ClientError, ErrorKind, Result};
+use crate::error::{ClientError, ErrorKind, Result, human_duration};
 
 /// talosctl raises the 4 MiB default to 32 MiB (api.md §1).
 pub const MAX_MESSAGE_SIZE: usize = 32 * 1024 * 1024;
@@ -250,7 +250,7 @@ impl TalosClient {
             self.target(),
             op,
             ErrorKind::Timeout,
-            format!("no answer within {}s", after.as_secs()),
+            format!("no answer within {}", human_duration(after)),
         )
     }
 
@@ -834,7 +834,7 @@ impl EventStream {
                 &self.node,
                 "watch events",
                 ErrorKind::Timeout,
-                format!("no event within {}s", wait.as_secs()),
+                format!("no event within {}", human_duration(wait)),
             )),
             Ok(Err(s)) => Err(ClientError::from_status(&self.node, "watch events", &s)),
             Ok(Ok(ev)) => Ok(ev),
@@ -1056,9 +1056,9 @@ impl Service<Uri> for TlsConnector {
                 Err(_) => Err(std::io::Error::new(
                     std::io::ErrorKind::TimedOut,
                     format!(
-                        "connection to port {} timed out after {}s",
+                        "connection to port {} timed out after {}",
                         this.port,
-                        this.timeout.as_secs()
+                        human_duration(this.timeout)
                     ),
                 )),
             }

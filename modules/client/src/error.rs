@@ -119,6 +119,7 @@ impl ClientError {
     }
 
     fn advice(&self) -> String {
+        // Keep this in step with ErrorKind: each kind says what to do.
         match &self.kind {
             ErrorKind::Unreachable => "the node is unreachable; check that it is powered on, \
                  that the address and port (default 50000) are right, and that nothing blocks the connection"
@@ -184,6 +185,8 @@ fn kind_for_status(operation: &str, code: Code, message: &str) -> ErrorKind {
     match code {
         Code::Unavailable => ErrorKind::Unreachable,
         Code::DeadlineExceeded => ErrorKind::Timeout,
+        // tonic's own enforcement of the request deadline.
+        Code::Cancelled if lower.contains("timeout expired") => ErrorKind::Timeout,
         Code::PermissionDenied => ErrorKind::PermissionDenied,
         Code::Unauthenticated => ErrorKind::ClientCertRejected,
         Code::AlreadyExists => ErrorKind::AlreadyExists,
@@ -236,6 +239,9 @@ fn tls_kind(err: &rustls::Error) -> Option<ErrorKind> {
             AlertDescription::CertificateRequired
             | AlertDescription::BadCertificate
             | AlertDescription::UnknownCA
+            // A CA with the same subject but another key fails the signature
+            // check; Talos CAs all have subject O=talos, so this is common.
+            | AlertDescription::DecryptError
             | AlertDescription::UnsupportedCertificate
             | AlertDescription::AccessDenied => ErrorKind::ClientCertRejected,
             _ => ErrorKind::Other,
@@ -255,7 +261,8 @@ fn tls_kind_from_text(text: &str) -> Option<ErrorKind> {
     } else if t.contains("alert")
         && (t.contains("certificaterequired")
             || t.contains("badcertificate")
-            || t.contains("unknownca"))
+            || t.contains("unknownca")
+            || t.contains("decrypterror"))
     {
         Some(ErrorKind::ClientCertRejected)
     } else {
@@ -277,6 +284,19 @@ fn chain_has_timeout(err: &(dyn StdError + 'static)) -> bool {
         cur = e.source();
     }
     false
+}
+
+/// `1m30s`, `45s` or `600ms`: short and exact enough for messages.
+pub(crate) fn human_duration(d: std::time::Duration) -> String {
+    let secs = d.as_secs();
+    if secs == 0 {
+        return format!("{}ms", d.as_millis());
+    }
+    match (secs / 3600, secs / 60 % 60, secs % 60) {
+        (0, 0, s) => format!("{s}s"),
+        (0, m, s) => format!("{m}m{s}s"),
+        (h, m, s) => format!("{h}h{m}m{s}s"),
+    }
 }
 
 /// The texts of an error and its sources, deduplicated and joined with ": ".
@@ -339,7 +359,20 @@ mod tests {
     }
 
     #[test]
+    fn durations_read_well() {
+        use std::time::Duration;
+        assert_eq!(human_duration(Duration::from_millis(600)), "600ms");
+        assert_eq!(human_duration(Duration::from_secs(45)), "45s");
+        assert_eq!(human_duration(Duration::from_secs(90)), "1m30s");
+        assert_eq!(human_duration(Duration::from_secs(3723)), "1h2m3s");
+    }
+
+    #[test]
     fn status_codes_map_to_kinds() {
+        assert_eq!(
+            status_err("x", Code::Cancelled, "Timeout expired").kind,
+            ErrorKind::Timeout
+        );
         assert_eq!(
             status_err("x", Code::Unavailable, "down").kind,
             ErrorKind::Unreachable

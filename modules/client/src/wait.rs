@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use crate::client::{ConnectOptions, TalosClient};
 use crate::credentials::Credentials;
-use crate::error::{ClientError, ErrorKind, Result};
+use crate::error::{ClientError, ErrorKind, Result, human_duration};
 
 /// What a node at an endpoint currently is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,13 +78,15 @@ pub async fn wait_for_reboot(
                 "wait for reboot",
                 ErrorKind::Timeout,
                 format!(
-                    "the node did not come back within {}s (last state: {last_state}); \
+                    "the node did not come back within {} (last state: {last_state}); \
                      check its console, or whether it came back on another address",
-                    timeout.as_secs()
+                    human_duration(timeout)
                 ),
             ));
         }
-        let attempt_limit = left.min(Duration::from_secs(10));
+        // Give the last attempt a fair chance rather than a sliver of time that
+        // would turn "not rebooted yet" into a misleading timeout.
+        let attempt_limit = left.clamp(Duration::from_secs(1), Duration::from_secs(10));
         let opts = ConnectOptions {
             connect_timeout: attempt_limit,
             call_timeout: attempt_limit,
