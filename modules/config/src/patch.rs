@@ -14,13 +14,39 @@ use crate::diff::{doc_label, push_key};
 use crate::document::{DocId, MachineConfig};
 use crate::merge::{kind_name, merge_document, parent_is_map};
 
-/// One parsed config patch.
-#[derive(Clone, Debug, PartialEq)]
+/// One parsed config patch. Its `Debug` form shows only its shape: patches can carry secrets.
+#[derive(Clone, PartialEq)]
 pub enum Patch {
     /// A strategic-merge machine-config stream, one `Value` per YAML document.
     Strategic(Vec<Value>),
     /// An RFC 6902 JSON patch (written as JSON or as a YAML list of operations).
     Json6902(json_patch::Patch),
+}
+
+/// Selector keys whose values are names, safe to repeat in error messages.
+const IDENTIFIER_KEYS: &[&str] = &[
+    "interface",
+    "name",
+    "vlanId",
+    "mountPath",
+    "device",
+    "image",
+    "path",
+    "mountpoint",
+    "destination",
+    "url",
+];
+
+impl std::fmt::Debug for Patch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Patch::Strategic(docs) => {
+                let ids: Vec<String> = docs.iter().map(|d| describe(&DocId::of(d))).collect();
+                write!(f, "Patch::Strategic({})", ids.join(", "))
+            }
+            Patch::Json6902(p) => write!(f, "Patch::Json6902({} operations)", p.0.len()),
+        }
+    }
 }
 
 /// Top-level keys of the v1alpha1 document.
@@ -339,8 +365,15 @@ fn apply_delete(doc: &mut Value, del: &Delete, kind: &str, label: &str) -> Resul
                         == Some(value.as_str())
                 })
                 .ok_or_else(|| {
+                    // Only identifier-like selector values are echoed: the first key of an item
+                    // could be something like `content` that holds a secret.
+                    let shown = if IDENTIFIER_KEYS.contains(&key.as_str()) {
+                        format!("{key}={value:?}")
+                    } else {
+                        format!("{key}=<value>")
+                    };
                     anyhow!(
-                        "failed to delete item with {key}={value:?} from '{}': lookup failed",
+                        "failed to delete item with {shown} from '{}': lookup failed",
                         display(label, path)
                     )
                 })?;
@@ -966,6 +999,32 @@ auto: stable
             .to_string();
         assert!(
             e.contains("lookup failed") && e.contains("machine.network.interfaces"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn debug_and_errors_do_not_echo_patch_values() {
+        let p = Patch::parse("machine:\n  token: s3cr3t.t0ken\n---\napiVersion: v1alpha1\nkind: HostnameConfig\nauto: stable\n").unwrap();
+        let d = format!("{p:?}");
+        assert_eq!(d, "Patch::Strategic(v1alpha1, HostnameConfig)");
+        let j = Patch::parse(r#"[{"op": "add", "path": "/machine/token", "value": "s3cr3t"}]"#)
+            .unwrap();
+        assert_eq!(format!("{j:?}"), "Patch::Json6902(1 operations)");
+        let mut c = base();
+        apply(
+            &mut c,
+            "machine:\n  files:\n    - content: other\n      path: /var/f\n      op: create\n",
+        )
+        .unwrap();
+        let e = apply(
+            &mut c,
+            "machine:\n  files:\n    - content: s3cr3t-body\n      $patch: delete\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            !e.contains("s3cr3t") && e.contains("content=<value>"),
             "{e}"
         );
     }

@@ -216,7 +216,7 @@ fn show(v: &Value) -> String {
 }
 
 /// A URL without credentials or query string, which may carry tokens.
-fn safe_url(u: &str) -> String {
+pub(crate) fn safe_url(u: &str) -> String {
     let no_query = u.split(['?', '#']).next().unwrap_or(u);
     match no_query.split_once("://") {
         Some((scheme, rest)) => {

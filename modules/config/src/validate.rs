@@ -597,7 +597,10 @@ fn check_cni(cluster: &Value, f: &mut Findings) {
     {
         let u = u.as_str().unwrap_or("");
         if let Some(why) = endpoint_error(u) {
-            f.errors.push(format!("invalid cni url \"{u}\": {why}"));
+            f.errors.push(format!(
+                "invalid cni url \"{}\": {why}",
+                crate::risk::safe_url(u)
+            ));
         }
     }
 }
