@@ -39,6 +39,9 @@ impl fmt::Debug for Credentials {
     }
 }
 
+/// How far derived certificates are backdated (node clocks may lag the controller's).
+const CLOCK_SKEW_ALLOWANCE: std::time::Duration = std::time::Duration::from_secs(600);
+
 fn cred_error(what: impl Into<String>) -> ClientError {
     ClientError::new("-", "load credentials", ErrorKind::Credentials, what)
 }
@@ -103,6 +106,43 @@ impl Credentials {
                 "the client key is not a PEM private key (expected ED25519/EC/RSA PRIVATE KEY or PRIVATE KEY)",
             )
         })
+    }
+
+    /// Credentials from a talosconfig context (`ca`, `crt`, `key` are base64 of PEM).
+    pub fn from_context(ctx: &ferro_talos_secrets::Context) -> Result<Credentials> {
+        if ctx.crt.is_empty() || ctx.key.is_empty() {
+            return Err(cred_error(
+                "the talosconfig context has no client certificate (`crt`/`key`)",
+            ));
+        }
+        let (ca, crt, key) = ctx
+            .admin_identity()
+            .map_err(|e| cred_error(format!("{e:#}")))?;
+        Credentials::from_pem(&ca, &crt, &key)
+    }
+
+    /// Credentials derived in memory from a secrets bundle: a fresh client
+    /// certificate with `roles` signed by the bundle's OS CA. Nothing touches disk,
+    /// so check mode can talk to a cluster before any talosconfig was written.
+    pub fn from_bundle(
+        bundle: &ferro_talos_secrets::Bundle,
+        roles: &[&str],
+        validity: std::time::Duration,
+    ) -> Result<Credentials> {
+        let (ca_crt, ca_key) = bundle
+            .os_ca_pem()
+            .map_err(|e| cred_error(format!("{e:#}")))?;
+        // Backdated so a node whose clock runs a little behind still accepts it.
+        let now = time::OffsetDateTime::now_utc() - CLOCK_SKEW_ALLOWANCE;
+        let issued = ferro_talos_secrets::pki::issue_admin_cert(
+            &ca_crt,
+            &ca_key,
+            roles,
+            validity + CLOCK_SKEW_ALLOWANCE,
+            now,
+        )
+        .map_err(|e| cred_error(format!("{e:#}")))?;
+        Credentials::from_pem(&ca_crt, &issued.cert_pem, &issued.key_pem)
     }
 
     /// Fail early with `ClientCertExpired` when the client certificate is outside
@@ -297,6 +337,38 @@ mod tests {
         assert!(!err.to_string().contains("c2VjcmV0"), "{err}");
         let err = Credentials::from_pem("not pem", &crt, "x").unwrap_err();
         assert!(err.message.contains("CA"), "{err}");
+    }
+
+    #[test]
+    fn bundle_derived_credentials_chain_to_the_os_ca() {
+        let bundle = ferro_talos_secrets::Bundle::generate((1, 13)).unwrap();
+        let creds =
+            Credentials::from_bundle(&bundle, &["os:admin"], std::time::Duration::from_secs(3600))
+                .unwrap();
+        let (ca, _) = bundle.os_ca_pem().unwrap();
+        assert_eq!(creds.ca_pem, ca);
+        creds.check_validity(SystemTime::now()).unwrap();
+        // The derived key carries Talos's label and still loads.
+        assert!(creds.key_pem.contains("PRIVATE KEY"));
+        let err =
+            Credentials::from_bundle(&bundle, &[], std::time::Duration::from_secs(60)).unwrap_err();
+        assert_eq!(err.kind, ErrorKind::Credentials);
+    }
+
+    #[test]
+    fn talosconfig_context_round_trip() {
+        let bundle = ferro_talos_secrets::Bundle::generate((1, 13)).unwrap();
+        let now = time::OffsetDateTime::now_utc();
+        let cfg = ferro_talos_secrets::TalosConfig::for_cluster(
+            &bundle,
+            "lab",
+            &["10.5.0.2".into()],
+            &[],
+            now,
+        )
+        .unwrap();
+        let creds = Credentials::from_context(&cfg.contexts["lab"]).unwrap();
+        creds.check_validity(SystemTime::now()).unwrap();
     }
 
     #[test]

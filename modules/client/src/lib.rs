@@ -11,10 +11,10 @@
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), ferro_talos_client::ClientError> {
-//! use ferro_talos_client::{ConnectOptions, TalosClient, TalosConfig};
-//! let cfg = TalosConfig::load(None)?;
-//! let (_, ctx) = cfg.context(None)?;
-//! let creds = ctx.credentials()?;
+//! use ferro_talos_client::{ConnectOptions, Credentials, TalosClient, load_talosconfig, select_context};
+//! let cfg = load_talosconfig(None)?;
+//! let (_, ctx) = select_context(&cfg, None)?;
+//! let creds = Credentials::from_context(ctx)?;
 //! let client = TalosClient::connect(&ctx.endpoints[0], &creds, ConnectOptions::default()).await?;
 //! let version = client.with_node("10.5.0.3").version().await?;
 //! # let _ = version; Ok(()) }
@@ -35,7 +35,9 @@ pub use client::{
 pub use credentials::Credentials;
 pub use endpoint::{DEFAULT_PORT, Endpoint};
 pub use error::{ClientError, ErrorKind, Result};
-pub use talosconfig::{Context, TalosConfig, resolve_path};
+pub use talosconfig::{
+    Context, TalosConfig, load_talosconfig, read_talosconfig, resolve_path, select_context,
+};
 pub use wait::{NodeMode, RebootDone, probe, wait_for_reboot};
 
 /// The generated protocol types, for callers that need request/reply messages.

@@ -1,166 +1,67 @@
-//! Reading a talosconfig the way talosctl finds it (api.md §11): an explicit path,
-//! else `$TALOSCONFIG`, else `$TALOS_HOME/config` (absolute `TALOS_HOME` only) or
-//! `~/.talos/config`, else `/var/run/secrets/talos.dev/config`.
-//!
-//! Only the fields a client needs are parsed. Writing talosconfigs belongs to the
-//! secrets crate; this module never writes or creates files.
+//! Finding and reading a talosconfig the way talosctl does (api.md §11): an explicit
+//! path, else `$TALOSCONFIG`, else `$TALOS_HOME/config` (absolute `TALOS_HOME` only)
+//! or `~/.talos/config`, else `/var/run/secrets/talos.dev/config`; then choosing a
+//! context. The file format itself belongs to `ferro-talos-secrets`
+//! ([`TalosConfig`]); this module never writes or creates files.
 
-use std::collections::BTreeMap;
-use std::fmt;
 use std::path::{Path, PathBuf};
 
-use base64::Engine;
-use serde::Deserialize;
+pub use ferro_talos_secrets::talosconfig::{Context, TalosConfig};
 
-use crate::credentials::Credentials;
 use crate::error::{ClientError, ErrorKind, Result};
 
 /// Path used inside Kubernetes pods (read-only).
 const IN_POD_PATH: &str = "/var/run/secrets/talos.dev/config";
 
-/// A parsed talosconfig.
-#[derive(Clone, Default, Deserialize)]
-pub struct TalosConfig {
-    /// Name of the current context.
-    #[serde(default)]
-    pub context: Option<String>,
-    #[serde(default)]
-    pub contexts: BTreeMap<String, Context>,
-}
-
-/// One talosconfig context.
-#[derive(Clone, Default, Deserialize)]
-pub struct Context {
-    #[serde(default)]
-    pub endpoints: Vec<String>,
-    #[serde(default)]
-    pub nodes: Vec<String>,
-    /// Base64 of the PEM CA certificate(s).
-    #[serde(default)]
-    pub ca: String,
-    /// Base64 of the PEM client certificate.
-    #[serde(default)]
-    pub crt: String,
-    /// Base64 of the PEM client key. Never printed.
-    #[serde(default)]
-    pub key: String,
-    /// Deprecated upstream; appended to `endpoints` on load as talosctl does.
-    #[serde(default)]
-    target: Option<String>,
-}
-
-impl fmt::Debug for TalosConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TalosConfig")
-            .field("context", &self.context)
-            .field("contexts", &self.contexts)
-            .finish()
-    }
-}
-
-impl fmt::Debug for Context {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Context")
-            .field("endpoints", &self.endpoints)
-            .field("nodes", &self.nodes)
-            .field("ca", &format_args!("<{} bytes>", self.ca.len()))
-            .field("crt", &format_args!("<{} bytes>", self.crt.len()))
-            .field("key", &"<redacted>")
-            .finish()
-    }
-}
-
 fn config_error(what: impl Into<String>) -> ClientError {
     ClientError::new("-", "load talosconfig", ErrorKind::Credentials, what)
 }
 
-impl TalosConfig {
-    /// Parse talosconfig YAML. Errors name the problem, never the content.
-    pub fn from_yaml(text: &str) -> Result<TalosConfig> {
-        let mut cfg: TalosConfig = serde_saphyr::from_str(text).map_err(|e| {
-            config_error(format!(
-                "expected a talosconfig YAML document with `context` and `contexts`: {e}"
-            ))
-        })?;
-        for ctx in cfg.contexts.values_mut() {
-            if let Some(target) = ctx.target.take().filter(|t| !t.is_empty()) {
-                ctx.endpoints.push(target);
-            }
-        }
-        Ok(cfg)
-    }
-
-    /// Read and parse the talosconfig at `path`.
-    pub fn from_file(path: &Path) -> Result<TalosConfig> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| config_error(format!("cannot read {}: {e}", path.display())))?;
-        TalosConfig::from_yaml(&text)
-            .map_err(|e| config_error(format!("{}: {}", path.display(), e.message)))
-    }
-
-    /// Find the talosconfig (see module docs) and parse it.
-    pub fn load(explicit: Option<&Path>) -> Result<TalosConfig> {
-        let path = resolve_path(
-            explicit,
-            |k| std::env::var(k).ok(),
-            home_dir(),
-            |p| p.is_file(),
-        )?;
-        TalosConfig::from_file(&path)
-    }
-
-    /// The named context, or the current one when `name` is `None`.
-    pub fn context(&self, name: Option<&str>) -> Result<(&str, &Context)> {
-        let name = match name.or(self.context.as_deref()) {
-            Some(n) if !n.is_empty() => n,
-            _ => {
-                return Err(config_error(
-                    "no context selected: the talosconfig has no current `context`; name one explicitly",
-                ));
-            }
-        };
-        self.contexts
-            .get_key_value(name)
-            .map(|(k, v)| (k.as_str(), v))
-            .ok_or_else(|| {
-                let known: Vec<&str> = self.contexts.keys().map(String::as_str).collect();
-                config_error(format!(
-                    "context {name:?} not found in the talosconfig (known contexts: {})",
-                    if known.is_empty() {
-                        "none".to_string()
-                    } else {
-                        known.join(", ")
-                    }
-                ))
-            })
-    }
+/// Read and parse the talosconfig at `path`.
+pub fn read_talosconfig(path: &Path) -> Result<TalosConfig> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| config_error(format!("cannot read {}: {e}", path.display())))?;
+    TalosConfig::from_yaml(&text).map_err(|e| config_error(format!("{}: {e:#}", path.display())))
 }
 
-impl Context {
-    /// Decode the base64 PEM material into credentials.
-    pub fn credentials(&self) -> Result<Credentials> {
-        let decode = |field: &str, value: &str| -> Result<String> {
-            if value.trim().is_empty() {
-                return Err(config_error(format!(
-                    "the context has no `{field}`; a client certificate is required"
-                )));
-            }
-            let bytes = base64::engine::general_purpose::STANDARD
-                .decode(value.trim())
-                .map_err(|_| {
-                    config_error(format!(
-                        "`{field}` is not valid base64 (expected base64 of PEM)"
-                    ))
-                })?;
-            String::from_utf8(bytes)
-                .map_err(|_| config_error(format!("`{field}` does not decode to PEM text")))
-        };
-        Credentials::from_pem(
-            &decode("ca", &self.ca)?,
-            &decode("crt", &self.crt)?,
-            &decode("key", &self.key)?,
-        )
-    }
+/// Find the talosconfig (see module docs) and parse it.
+pub fn load_talosconfig(explicit: Option<&Path>) -> Result<TalosConfig> {
+    let path = resolve_path(
+        explicit,
+        |k| std::env::var(k).ok(),
+        home_dir(),
+        |p| p.is_file(),
+    )?;
+    read_talosconfig(&path)
+}
+
+/// The named context, or the current one when `name` is `None`.
+pub fn select_context<'a>(
+    cfg: &'a TalosConfig,
+    name: Option<&str>,
+) -> Result<(&'a str, &'a Context)> {
+    let name = match name.or(cfg.context.as_deref()) {
+        Some(n) if !n.is_empty() => n,
+        _ => {
+            return Err(config_error(
+                "no context selected: the talosconfig has no current `context`; name one explicitly",
+            ));
+        }
+    };
+    cfg.contexts
+        .get_key_value(name)
+        .map(|(k, v)| (k.as_str(), v))
+        .ok_or_else(|| {
+            let known: Vec<&str> = cfg.contexts.keys().map(String::as_str).collect();
+            config_error(format!(
+                "context {name:?} not found in the talosconfig (known contexts: {})",
+                if known.is_empty() {
+                    "none".to_string()
+                } else {
+                    known.join(", ")
+                }
+            ))
+        })
 }
 
 /// The user's home directory from `$HOME`.
@@ -307,18 +208,18 @@ mod tests {
     #[test]
     fn parses_contexts_and_selects_current_or_named() {
         let cfg = TalosConfig::from_yaml(YAML).unwrap();
-        let (name, ctx) = cfg.context(None).unwrap();
+        let (name, ctx) = select_context(&cfg, None).unwrap();
         assert_eq!(name, "prod");
         assert_eq!(ctx.endpoints, ["10.5.0.2", "10.5.0.3"]);
         assert_eq!(ctx.nodes, ["10.5.0.4"]);
-        let (name, lab) = cfg.context(Some("lab")).unwrap();
+        let (name, lab) = select_context(&cfg, Some("lab")).unwrap();
         assert_eq!(name, "lab");
         assert_eq!(
             lab.endpoints,
             ["192.168.1.10"],
             "target is appended to endpoints"
         );
-        let err = cfg.context(Some("nope")).unwrap_err();
+        let err = select_context(&cfg, Some("nope")).unwrap_err();
         assert!(err.message.contains("known contexts: lab, prod"), "{err}");
     }
 
@@ -333,16 +234,33 @@ mod tests {
     #[test]
     fn missing_client_cert_is_a_clear_error() {
         let cfg = TalosConfig::from_yaml(YAML).unwrap();
-        let (_, lab) = cfg.context(Some("lab")).unwrap();
-        let err = lab.credentials().unwrap_err();
-        assert!(err.message.contains("no `ca`"), "{err}");
+        let (_, lab) = select_context(&cfg, Some("lab")).unwrap();
+        let err = crate::Credentials::from_context(lab).unwrap_err();
+        assert_eq!(err.kind, ErrorKind::Credentials);
+        assert!(!err.to_string().contains("a2V5"), "{err}");
     }
 
     #[test]
-    fn malformed_yaml_is_an_error_not_a_panic() {
-        let err = TalosConfig::from_yaml("contexts: [1, 2").unwrap_err();
+    fn unreadable_or_malformed_files_are_credential_errors() {
+        let dir = std::env::temp_dir().join(format!("ferro-client-tc-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("config");
+        std::fs::write(&path, "contexts: 5\n").unwrap();
+        let err = read_talosconfig(&path).unwrap_err();
         assert_eq!(err.kind, ErrorKind::Credentials);
-        let err = TalosConfig::from_yaml("contexts: 5").unwrap_err();
-        assert!(err.message.contains("expected a talosconfig"), "{err}");
+        assert!(err.message.contains("contexts"), "{err}");
+        let err = read_talosconfig(&dir.join("missing")).unwrap_err();
+        assert!(err.message.contains("cannot read"), "{err}");
+        std::fs::write(&path, YAML).unwrap();
+        let cfg = load_talosconfig(Some(&path)).unwrap();
+        assert_eq!(cfg.context.as_deref(), Some("prod"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn no_current_context_is_a_clear_error() {
+        let cfg = TalosConfig::from_yaml("contexts:\n    a:\n        endpoints: []\n").unwrap();
+        let err = select_context(&cfg, None).unwrap_err();
+        assert!(err.message.contains("no context selected"), "{err}");
     }
 }

@@ -318,17 +318,34 @@ async fn start_node(
     state: NodeState,
 ) -> (String, Arc<Mutex<NodeState>>) {
     let (crt, key) = server_ca.server();
+    let client_ca = match auth {
+        Auth::Mutual(ca) => Some(ca.pem.clone()),
+        Auth::None => None,
+    };
+    start_node_with(&crt, &key, client_ca.as_deref(), state).await
+}
+
+/// Start a fake node with the given server certificate and key; with `client_ca`,
+/// client certificates signed by it are required.
+async fn start_node_with(
+    crt: &str,
+    key: &str,
+    client_ca: Option<&str>,
+    state: NodeState,
+) -> (String, Arc<Mutex<NodeState>>) {
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(crt.as_bytes())
         .collect::<Result<_, _>>()
         .unwrap();
+    // Talos labels Ed25519 keys `ED25519 PRIVATE KEY`; the body is PKCS#8.
+    let key = key.replace("ED25519 PRIVATE KEY", "PRIVATE KEY");
     let key = PrivateKeyDer::from_pem_slice(key.as_bytes()).unwrap();
     let builder = rustls::ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .unwrap();
-    let mut config = match auth {
-        Auth::Mutual(client_ca) => {
+    let mut config = match client_ca {
+        Some(client_ca) => {
             let mut roots = rustls::RootCertStore::empty();
-            for c in CertificateDer::pem_slice_iter(client_ca.pem.as_bytes()) {
+            for c in CertificateDer::pem_slice_iter(client_ca.as_bytes()) {
                 roots.add(c.unwrap()).unwrap();
             }
             let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
@@ -342,7 +359,7 @@ async fn start_node(
                 .with_single_cert(chain, key)
                 .unwrap()
         }
-        Auth::None => builder
+        None => builder
             .with_no_client_auth()
             .with_single_cert(chain, key)
             .unwrap(),
@@ -617,4 +634,44 @@ async fn wait_for_reboot_times_out_with_a_clear_error() {
     let text = err.to_string();
     assert!(text.contains("did not come back"), "{text}");
     assert!(text.contains("not rebooted yet"), "{text}");
+}
+
+#[tokio::test]
+async fn bundle_derived_credentials_work_against_talos_style_certificates() {
+    // Certificates in Talos's own layout, issued by the secrets crate: the node's
+    // server cert and the in-memory admin cert both chain to the bundle's OS CA.
+    let bundle = ferro_talos_secrets::Bundle::generate((1, 13)).unwrap();
+    let (ca_crt, ca_key) = bundle.os_ca_pem().unwrap();
+    let server = ferro_talos_secrets::pki::issue_server_cert(
+        &ca_crt,
+        &ca_key,
+        "cp1",
+        &["127.0.0.1".parse().unwrap()],
+        &["cp1".to_string()],
+        Duration::from_secs(24 * 3600),
+    )
+    .unwrap();
+    let (ep, _) = start_node_with(
+        &server.cert_pem,
+        &server.key_pem,
+        Some(&ca_crt),
+        booted("a"),
+    )
+    .await;
+    let creds =
+        Credentials::from_bundle(&bundle, &["os:admin"], Duration::from_secs(3600)).unwrap();
+    let client = TalosClient::connect(&ep, &creds, quick()).await.unwrap();
+    assert_eq!(
+        client.version().await.unwrap().version.unwrap().tag,
+        "v1.13.6"
+    );
+
+    // A talosconfig for another cluster is told apart as a wrong CA.
+    let other = ferro_talos_secrets::Bundle::generate((1, 13)).unwrap();
+    let creds = Credentials::from_bundle(&other, &["os:admin"], Duration::from_secs(3600)).unwrap();
+    let err = match TalosClient::connect(&ep, &creds, quick()).await {
+        Ok(c) => c.version().await.unwrap_err(),
+        Err(e) => e,
+    };
+    assert_eq!(err.kind, ErrorKind::WrongCa, "{err}");
 }
