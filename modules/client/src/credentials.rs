@@ -218,6 +218,22 @@ pub(crate) fn maintenance_tls_config(spki_sha256_b64: Option<&str>) -> Result<Cl
     Ok(config)
 }
 
+/// talosctl's `--cert-fingerprint` for a PEM certificate: base64 (standard) of
+/// SHA-256 over its SubjectPublicKeyInfo.
+pub fn spki_fingerprint(cert_pem: &str) -> Result<String> {
+    let der = CertificateDer::from_pem_slice(cert_pem.as_bytes())
+        .map_err(|_| cred_error("expected a PEM `CERTIFICATE` to fingerprint"))?;
+    spki_sha256_of_der(der.as_ref())
+        .ok_or_else(|| cred_error("the certificate to fingerprint is not valid X.509"))
+}
+
+fn spki_sha256_of_der(der: &[u8]) -> Option<String> {
+    use base64::Engine;
+    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+    let digest = sha2::Sha256::digest(cert.public_key().raw);
+    Some(base64::engine::general_purpose::STANDARD.encode(digest))
+}
+
 /// Accepts any server certificate (optionally pinned by SPKI hash) but still checks
 /// that the server holds the certificate's key (handshake signatures).
 #[derive(Debug)]
@@ -236,16 +252,12 @@ impl ServerCertVerifier for MaintenanceVerifier {
         _now: UnixTime,
     ) -> std::result::Result<ServerCertVerified, rustls::Error> {
         if let Some(pin) = &self.pin {
-            let (_, cert) =
-                x509_parser::parse_x509_certificate(end_entity.as_ref()).map_err(|_| {
-                    rustls::Error::InvalidCertificate(rustls::CertificateError::BadEncoding)
-                })?;
-            let digest = sha2::Sha256::digest(cert.public_key().raw);
-            use base64::Engine;
-            let got = base64::engine::general_purpose::STANDARD.encode(digest);
+            let got = spki_sha256_of_der(end_entity.as_ref()).ok_or(
+                rustls::Error::InvalidCertificate(rustls::CertificateError::BadEncoding),
+            )?;
             if &got != pin {
-                return Err(rustls::Error::InvalidCertificate(
-                    rustls::CertificateError::ApplicationVerificationFailure,
+                return Err(rustls::Error::General(
+                    "the node's key does not match the pinned certificate fingerprint".into(),
                 ));
             }
         }

@@ -15,7 +15,7 @@ use ferro_talos_client::proto::machine::machine_service_server::{
 use ferro_talos_client::proto::machine::*;
 use ferro_talos_client::{
     ApplyMode, ConnectOptions, Credentials, ErrorKind, NodeMode, TalosClient, probe,
-    wait_for_reboot,
+    spki_fingerprint, wait_for_reboot,
 };
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
@@ -674,4 +674,74 @@ async fn bundle_derived_credentials_work_against_talos_style_certificates() {
         Err(e) => e,
     };
     assert_eq!(err.kind, ErrorKind::WrongCa, "{err}");
+}
+
+#[tokio::test]
+async fn a_name_missing_from_the_certificate_is_a_name_mismatch() {
+    let ca = TestCa::new();
+    let (ep, _) = start_node(&ca, Auth::Mutual(&ca), booted("a")).await;
+    let port = ep.rsplit(':').next().unwrap();
+    // The test certificate only lists IP 127.0.0.1.
+    let err = match TalosClient::connect(&format!("localhost:{port}"), &ca.credentials(), quick())
+        .await
+    {
+        Ok(c) => c.version().await.unwrap_err(),
+        Err(e) => e,
+    };
+    assert_eq!(err.kind, ErrorKind::ServerNameMismatch, "{err}");
+    assert!(err.to_string().contains("machine.certSANs"), "{err}");
+}
+
+#[tokio::test]
+async fn maintenance_connection_honours_a_pinned_fingerprint() {
+    let ca = TestCa::new();
+    let (crt, key) = ca.server();
+    let state = NodeState {
+        maintenance: true,
+        ..NodeState::default()
+    };
+    let (ep, _) = start_node_with(&crt, &key, None, state).await;
+    let pinned = ConnectOptions {
+        maintenance_spki_pin: Some(spki_fingerprint(&crt).unwrap()),
+        ..quick()
+    };
+    let client = TalosClient::connect_maintenance(&ep, pinned).await.unwrap();
+    assert!(client.version().await.unwrap().features.is_none());
+
+    let (other_crt, _) = ca.server();
+    let wrong = ConnectOptions {
+        maintenance_spki_pin: Some(spki_fingerprint(&other_crt).unwrap()),
+        ..quick()
+    };
+    let err = match TalosClient::connect_maintenance(&ep, wrong).await {
+        Ok(c) => c.version().await.unwrap_err(),
+        Err(e) => e,
+    };
+    assert!(
+        err.to_string().contains("pinned certificate fingerprint"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn connect_any_skips_unreachable_endpoints() {
+    let ca = TestCa::new();
+    let (ep, _) = start_node(&ca, Auth::Mutual(&ca), booted("a")).await;
+    let closed = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let dead = closed.local_addr().unwrap().to_string();
+    drop(closed);
+    let client = TalosClient::connect_any(&[dead.clone(), ep.clone()], &ca.credentials(), quick())
+        .await
+        .unwrap();
+    assert_eq!(client.endpoint().to_string(), ep);
+    let err = TalosClient::connect_any(&[dead], &ca.credentials(), quick())
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(err.kind, ErrorKind::Unreachable);
+    let err = TalosClient::connect_any(&[], &ca.credentials(), quick())
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(err.kind, ErrorKind::InvalidEndpoint);
 }
