@@ -4,7 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferro_talos_proto::machine::{ApplyConfiguration, ApplyConfigurationRequest, apply_configuration_request::Mode};
+use ferro_talos_proto::machine::{
+    ApplyConfiguration, ApplyConfigurationRequest, apply_configuration_request::Mode,
+};
 use tonic::Status;
 
 use crate::mcfg::{self, StoredConfig};
@@ -28,7 +30,7 @@ pub fn go_duration(d: Duration) -> String {
     let h = total_ms / 3_600_000;
     let m = (total_ms / 60_000) % 60;
     let ms = total_ms % 60_000;
-    let secs = if ms % 1000 == 0 {
+    let secs = if ms.is_multiple_of(1000) {
         format!("{}s", ms / 1000)
     } else {
         let s = format!("{}.{:03}", ms / 1000, ms % 1000);
@@ -45,7 +47,9 @@ pub fn go_duration(d: Duration) -> String {
 /// the node's TLS personality so CA/SAN changes take effect for new connections.
 fn activate(st: &mut State, idx: usize, cfg: StoredConfig, persist: bool) {
     let ca_key = crate::state::trustd_key(st, &cfg);
-    let Some(n) = st.nodes.get_mut(idx) else { return };
+    let Some(n) = st.nodes.get_mut(idx) else {
+        return;
+    };
     if persist {
         n.persisted = Some(cfg.clone());
     }
@@ -61,12 +65,21 @@ fn activate(st: &mut State, idx: usize, cfg: StoredConfig, persist: bool) {
     }
 }
 
-pub fn apply(shared: &Arc<Shared>, t: &Target, req: &ApplyConfigurationRequest) -> Result<ApplyConfiguration, Status> {
+pub fn apply(
+    shared: &Arc<Shared>,
+    t: &Target,
+    req: &ApplyConfigurationRequest,
+) -> Result<ApplyConfiguration, Status> {
     let mut st = shared.lock();
     let idx = t.idx;
     let (v14, maintenance, reboot_pending, reject) = {
         let n = &st.nodes[idx];
-        (version::minor(&n.version) >= 14, n.maintenance(), n.reboot_pending, n.faults.reject_config.clone())
+        (
+            version::minor(&n.version) >= 14,
+            n.maintenance(),
+            n.reboot_pending,
+            n.faults.reject_config.clone(),
+        )
     };
     if !v14 && reboot_pending {
         return Err(Status::failed_precondition(
@@ -89,7 +102,9 @@ pub fn apply(shared: &Arc<Shared>, t: &Target, req: &ApplyConfigurationRequest) 
     if let Some(reason) = reject {
         return Err(Status::invalid_argument(reason));
     }
-    new.validate(maintenance).map_err(Status::invalid_argument)?;
+    let warnings = new
+        .validate(maintenance)
+        .map_err(Status::invalid_argument)?;
     let current = st.nodes[idx].active.clone();
 
     // Mode resolution.
@@ -111,7 +126,8 @@ pub fn apply(shared: &Arc<Shared>, t: &Target, req: &ApplyConfigurationRequest) 
         match (mode, diff) {
             (Mode::Auto, None) => Mode::NoReboot,
             (Mode::Auto, Some(d)) => {
-                reboot_suffix = format!(": this config change can't be applied in immediate mode\ndiff:\n{d}");
+                reboot_suffix =
+                    format!(": this config change can't be applied in immediate mode\ndiff:\n{d}");
                 Mode::Reboot
             }
             (Mode::NoReboot | Mode::Try, Some(d)) => {
@@ -133,7 +149,9 @@ pub fn apply(shared: &Arc<Shared>, t: &Target, req: &ApplyConfigurationRequest) 
             metadata: None,
             warnings: vec![],
             mode: resolved as i32,
-            mode_details: format!("Dry run summary:\n{base} (skipped in dry-run).\nConfig diff:\n\n{diff}"),
+            mode_details: format!(
+                "Dry run summary:\n{base} (skipped in dry-run).\nConfig diff:\n\n{diff}"
+            ),
         });
     }
 
@@ -165,10 +183,11 @@ pub fn apply(shared: &Arc<Shared>, t: &Target, req: &ApplyConfigurationRequest) 
                 tokio::time::sleep(timeout).await;
                 let mut st = shared.lock();
                 let n = &st.nodes[idx];
-                if n.try_token == token && n.up {
-                    if let Some(back) = n.persisted.clone() {
-                        activate(&mut st, idx, back, true);
-                    }
+                if n.try_token == token
+                    && n.up
+                    && let Some(back) = n.persisted.clone()
+                {
+                    activate(&mut st, idx, back, true);
                 }
             });
         }
@@ -181,7 +200,12 @@ pub fn apply(shared: &Arc<Shared>, t: &Target, req: &ApplyConfigurationRequest) 
             }
         }
     }
-    Ok(ApplyConfiguration { metadata: None, warnings: vec![], mode: resolved as i32, mode_details: details })
+    Ok(ApplyConfiguration {
+        metadata: None,
+        warnings,
+        mode: resolved as i32,
+        mode_details: details,
+    })
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ pub struct SimConfig {
     pub workers: usize,
     /// Address of the first node; the others follow (control planes first, then workers).
     pub base_address: Ipv4Addr,
-    /// apid port every node listens on (Talos: 50000).
+    /// apid port every node listens on (Talos: 50000). 0 = a free port per node, chosen at start.
     pub port: u16,
     /// Initial Talos version of every node, e.g. `v1.13.6`.
     pub talos_version: String,
@@ -64,8 +64,15 @@ impl SimConfig {
         for v in std::iter::once(&self.talos_version).chain(self.node_versions.values()) {
             crate::version::parse(v)?;
         }
-        if let Some((i, _)) = self.node_versions.iter().find(|(i, _)| **i >= self.node_count()) {
-            anyhow::bail!("version override for node {i}, but the cluster has {} nodes", self.node_count());
+        if let Some((i, _)) = self
+            .node_versions
+            .iter()
+            .find(|(i, _)| **i >= self.node_count())
+        {
+            anyhow::bail!(
+                "version override for node {i}, but the cluster has {} nodes",
+                self.node_count()
+            );
         }
         Ok(())
     }

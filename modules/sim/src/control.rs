@@ -27,12 +27,20 @@ pub fn node_infos(shared: &Shared) -> Vec<NodeInfo> {
         .iter()
         .map(|n| NodeInfo {
             index: n.index,
-            role: if n.planned_control_plane { "controlplane" } else { "worker" },
+            role: if n.planned_control_plane {
+                "controlplane"
+            } else {
+                "worker"
+            },
             address: n.address,
-            port: shared.cfg.port,
+            port: n.port,
             hostname: n.hostname.clone(),
             machine_type: n.active.as_ref().and_then(|c| {
-                c.v1alpha1()?.get("machine")?.get("type")?.as_str().map(String::from)
+                c.v1alpha1()?
+                    .get("machine")?
+                    .get("type")?
+                    .as_str()
+                    .map(String::from)
             }),
             maintenance: n.maintenance(),
             up: n.up,
@@ -42,8 +50,12 @@ pub fn node_infos(shared: &Shared) -> Vec<NodeInfo> {
             schematic: n.schematic.clone(),
             boot_id: n.boot_id.clone(),
             stage: n.stage.yaml_name(),
-            etcd_member: st.etcd.as_ref().is_some_and(|m| m.iter().any(|m| m.node == n.index)),
-            has_staged_config: n.persisted.as_ref().map(|p| &p.raw) != n.active.as_ref().map(|a| &a.raw),
+            etcd_member: st
+                .etcd
+                .as_ref()
+                .is_some_and(|m| m.iter().any(|m| m.node == n.index)),
+            has_staged_config: n.persisted.as_ref().map(|p| &p.raw)
+                != n.active.as_ref().map(|a| &a.raw),
             images: n.images.iter().cloned().collect(),
             faults: n.faults.clone(),
         })
@@ -90,8 +102,13 @@ pub fn power_on(shared: &Shared, index: usize) -> Result<()> {
 
 fn node_index(shared: &Shared, req: &Value) -> Result<usize> {
     match req.get("node") {
-        Some(Value::Number(n)) => n.as_u64().map(|n| n as usize).ok_or_else(|| anyhow!("node index must be a non-negative integer")),
-        Some(Value::String(s)) => shared.resolve(s).ok_or_else(|| anyhow!("no node with address or hostname {s:?}")),
+        Some(Value::Number(n)) => n
+            .as_u64()
+            .map(|n| n as usize)
+            .ok_or_else(|| anyhow!("node index must be a non-negative integer")),
+        Some(Value::String(s)) => shared
+            .resolve(s)
+            .ok_or_else(|| anyhow!("no node with address or hostname {s:?}")),
         _ => bail!("expected \"node\": an index or an address"),
     }
 }
@@ -106,7 +123,10 @@ fn opt_string(v: &Value) -> Result<Option<String>> {
 
 fn handle(shared: &Arc<Shared>, line: &str) -> Result<Value> {
     let req: Value = serde_json::from_str(line).context("request is not JSON")?;
-    let op = req.get("op").and_then(Value::as_str).ok_or_else(|| anyhow!("expected \"op\""))?;
+    let op = req
+        .get("op")
+        .and_then(Value::as_str)
+        .ok_or_else(|| anyhow!("expected \"op\""))?;
     match op {
         "status" => {
             let nodes = node_infos(shared);
@@ -123,19 +143,35 @@ fn handle(shared: &Arc<Shared>, line: &str) -> Result<Value> {
         }
         "fault" => {
             let idx = node_index(shared, &req)?;
-            let mut faults = shared.lock().nodes.get(idx).map(|n| n.faults.clone()).ok_or_else(|| anyhow!("no node {idx}"))?;
+            let mut faults = shared
+                .lock()
+                .nodes
+                .get(idx)
+                .map(|n| n.faults.clone())
+                .ok_or_else(|| anyhow!("no node {idx}"))?;
             for (key, v) in req.as_object().into_iter().flatten() {
                 match key.as_str() {
                     "op" | "node" => {}
-                    "never_return" => faults.never_return = v.as_bool().context("never_return: expected a bool")?,
-                    "unreachable" => faults.unreachable = v.as_bool().context("unreachable: expected a bool")?,
-                    "etcd_down" => faults.etcd_down = v.as_bool().context("etcd_down: expected a bool")?,
-                    "reject_config" => faults.reject_config = opt_string(v).context("reject_config")?,
+                    "never_return" => {
+                        faults.never_return =
+                            v.as_bool().context("never_return: expected a bool")?
+                    }
+                    "unreachable" => {
+                        faults.unreachable = v.as_bool().context("unreachable: expected a bool")?
+                    }
+                    "etcd_down" => {
+                        faults.etcd_down = v.as_bool().context("etcd_down: expected a bool")?
+                    }
+                    "reject_config" => {
+                        faults.reject_config = opt_string(v).context("reject_config")?
+                    }
                     "next_address" => {
                         faults.next_address = match opt_string(v).context("next_address")? {
                             None => None,
                             Some(s) => {
-                                let a: Ipv4Addr = s.parse().with_context(|| format!("next_address: not an IPv4 address: {s:?}"))?;
+                                let a: Ipv4Addr = s.parse().with_context(|| {
+                                    format!("next_address: not an IPv4 address: {s:?}")
+                                })?;
                                 if !a.is_loopback() {
                                     bail!("next_address must be in 127.0.0.0/8");
                                 }
@@ -150,7 +186,9 @@ fn handle(shared: &Arc<Shared>, line: &str) -> Result<Value> {
             Ok(json!({"ok": true}))
         }
         "clear_faults" => {
-            update_faults(shared, node_index(shared, &req)?, |f| *f = Faults::default())?;
+            update_faults(shared, node_index(shared, &req)?, |f| {
+                *f = Faults::default()
+            })?;
             Ok(json!({"ok": true}))
         }
         "health_fail" => {
@@ -160,12 +198,18 @@ fn handle(shared: &Arc<Shared>, line: &str) -> Result<Value> {
         }
         "set_version" => {
             let idx = node_index(shared, &req)?;
-            let v = req.get("version").and_then(Value::as_str).ok_or_else(|| anyhow!("expected \"version\""))?;
+            let v = req
+                .get("version")
+                .and_then(Value::as_str)
+                .ok_or_else(|| anyhow!("expected \"version\""))?;
             set_version(shared, idx, v)?;
             Ok(json!({"ok": true}))
         }
         "downtime" => {
-            let ms = req.get("ms").and_then(Value::as_u64).ok_or_else(|| anyhow!("expected \"ms\""))?;
+            let ms = req
+                .get("ms")
+                .and_then(Value::as_u64)
+                .ok_or_else(|| anyhow!("expected \"ms\""))?;
             shared.lock().reboot_downtime = Duration::from_millis(ms);
             Ok(json!({"ok": true}))
         }
@@ -175,7 +219,9 @@ fn handle(shared: &Arc<Shared>, line: &str) -> Result<Value> {
 
 pub async fn serve(shared: Arc<Shared>, listener: TcpListener) {
     loop {
-        let Ok((sock, _)) = listener.accept().await else { continue };
+        let Ok((sock, _)) = listener.accept().await else {
+            continue;
+        };
         let shared = shared.clone();
         tokio::spawn(async move {
             let (r, mut w) = sock.into_split();
@@ -184,7 +230,8 @@ pub async fn serve(shared: Arc<Shared>, listener: TcpListener) {
                 if line.trim().is_empty() {
                     continue;
                 }
-                let reply = handle(&shared, &line).unwrap_or_else(|e| json!({"ok": false, "error": format!("{e:#}")}));
+                let reply = handle(&shared, &line)
+                    .unwrap_or_else(|e| json!({"ok": false, "error": format!("{e:#}")}));
                 let mut text = reply.to_string();
                 text.push('\n');
                 if w.write_all(text.as_bytes()).await.is_err() {

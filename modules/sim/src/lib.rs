@@ -70,16 +70,27 @@ impl Cluster {
     /// Starts every node in maintenance mode and returns once all of them accept connections.
     pub async fn start(cfg: SimConfig) -> Result<Cluster> {
         cfg.validate()?;
+        // Bind up front: port conflicts fail here, and port 0 gets a real port per node.
+        let mut listeners = Vec::new();
         for i in 0..cfg.node_count() {
             let addr = cfg.address_of(i).context("node address")?;
-            std::net::TcpListener::bind((addr, cfg.port))
+            let l = std::net::TcpListener::bind((addr, cfg.port))
                 .with_context(|| format!("cannot listen on {addr}:{}", cfg.port))?;
+            l.set_nonblocking(true)?;
+            listeners.push(l);
         }
         let control_cfg = cfg.control_address;
         let shared = Shared::new(cfg)?;
+        {
+            let mut st = shared.lock();
+            for (n, l) in st.nodes.iter_mut().zip(&listeners) {
+                n.port = l.local_addr()?.port();
+            }
+        }
         let mut tasks = Vec::new();
-        for i in 0..shared.run.len() {
-            tasks.push(tokio::spawn(server::run_node(shared.clone(), i)));
+        for (i, l) in listeners.into_iter().enumerate() {
+            let l = tokio::net::TcpListener::from_std(l)?;
+            tasks.push(tokio::spawn(server::run_node(shared.clone(), i, Some(l))));
         }
         let control = match control_cfg {
             Some(a) => {
@@ -92,7 +103,11 @@ impl Cluster {
             }
             None => None,
         };
-        let cluster = Cluster { shared, tasks, control };
+        let cluster = Cluster {
+            shared,
+            tasks,
+            control,
+        };
         for i in 0..cluster.shared.run.len() {
             if !cluster.wait_listening(i, Duration::from_secs(10)).await {
                 bail!("node {i} did not start listening");
@@ -106,10 +121,6 @@ impl Cluster {
         self.control
     }
 
-    pub fn port(&self) -> u16 {
-        self.shared.cfg.port
-    }
-
     pub fn nodes(&self) -> Vec<NodeInfo> {
         control::node_infos(&self.shared)
     }
@@ -121,7 +132,9 @@ impl Cluster {
     /// The node's current apid endpoint.
     pub fn endpoint(&self, index: usize) -> Option<SocketAddr> {
         let st = self.shared.lock();
-        st.nodes.get(index).map(|n| SocketAddr::from((n.address, self.shared.cfg.port)))
+        st.nodes
+            .get(index)
+            .map(|n| SocketAddr::from((n.address, n.port)))
     }
 
     /// PEM of the node's current maintenance-mode CA (None once configured).
@@ -164,7 +177,12 @@ impl Cluster {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             if let Some(ep) = self.endpoint(index) {
-                let listening = self.shared.lock().nodes.get(index).is_some_and(|n| n.listening());
+                let listening = self
+                    .shared
+                    .lock()
+                    .nodes
+                    .get(index)
+                    .is_some_and(|n| n.listening());
                 if listening && tokio::net::TcpStream::connect(ep).await.is_ok() {
                     return true;
                 }

@@ -13,7 +13,10 @@ use clap::Parser;
 use ferro_talos_sim::{SimConfig, run};
 
 #[derive(Parser, Debug)]
-#[command(name = "talos-sim", about = "A simulated Talos cluster (not Talos; only the RPCs ferro.talos calls)")]
+#[command(
+    name = "talos-sim",
+    about = "A simulated Talos cluster (not Talos; only the RPCs ferro.talos calls)"
+)]
 struct Args {
     /// Number of control-plane nodes (first addresses).
     #[arg(long, default_value_t = 1)]
@@ -51,7 +54,9 @@ fn parse_node_versions(items: &[String]) -> Result<BTreeMap<usize, String>> {
             let (i, v) = s
                 .split_once('=')
                 .ok_or_else(|| anyhow!("--node-version expects INDEX=VERSION, got {s:?}"))?;
-            let i: usize = i.parse().with_context(|| format!("--node-version: {i:?} is not a node index"))?;
+            let i: usize = i
+                .parse()
+                .with_context(|| format!("--node-version: {i:?} is not a node index"))?;
             Ok((i, v.to_string()))
         })
         .collect()
@@ -59,7 +64,10 @@ fn parse_node_versions(items: &[String]) -> Result<BTreeMap<usize, String>> {
 
 async fn shutdown_signal() {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
         // Without signal handlers, run until killed.
         std::future::pending::<()>().await;
         return;
@@ -93,7 +101,10 @@ fn real_main(args: Args) -> Result<()> {
         std::fs::write(p, format!("{}\n", std::process::id()))
             .with_context(|| format!("writing pid file {}", p.display()))?;
     }
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
     let result = rt.block_on(run(
         cfg,
         |cluster| {

@@ -1,17 +1,18 @@
 //! The few machine-config facts the simulator needs, read from the applied YAML.
 //!
-//! This is deliberately small: the real parser/validator lives in `ferro-talos-config`. The simulator
-//! only needs the machine type, the CAs, names and endpoints, plus the "can apply immediately"
-//! comparison of config.md §8 and the unified diffs Talos prints.
+//! Parsing, validation, the live-change rule and YAML encoding come from `ferro-talos-config`
+//! (the same code the modules use); this file adds the accessors the simulator needs (machine
+//! type, CAs, names, endpoint) and the unified diffs Talos prints.
 
 use base64::Engine;
+use ferro_talos_config::MachineConfig;
 use serde_json::{Map, Value};
 
 /// A config as applied to a node: the exact bytes plus the decoded documents.
 #[derive(Clone)]
 pub struct StoredConfig {
     pub raw: Vec<u8>,
-    pub docs: Vec<Value>,
+    pub cfg: MachineConfig,
 }
 
 // Secrets live inside; never print them.
@@ -34,17 +35,15 @@ impl MachineType {
     }
 }
 
-fn is_v1alpha1(doc: &Value) -> bool {
-    doc.get("kind").is_none() && doc.get("version").and_then(Value::as_str) == Some("v1alpha1")
-}
-
 fn decode_b64_pem(v: Option<&Value>) -> Option<String> {
     let s = v?.as_str()?.trim();
     if s.is_empty() {
         return None;
     }
     let bytes = base64::engine::general_purpose::STANDARD.decode(s).ok()?;
-    String::from_utf8(bytes).ok().filter(|p| p.contains("-----BEGIN"))
+    String::from_utf8(bytes)
+        .ok()
+        .filter(|p| p.contains("-----BEGIN"))
 }
 
 fn get_path<'a>(doc: &'a Value, path: &[&str]) -> Option<&'a Value> {
@@ -52,40 +51,32 @@ fn get_path<'a>(doc: &'a Value, path: &[&str]) -> Option<&'a Value> {
 }
 
 impl StoredConfig {
-    /// Decodes every YAML document. Errors read like Talos's decoder messages.
+    /// Decodes every YAML document. Errors read like Talos's decoder messages where we know them.
     pub fn parse(raw: &[u8]) -> Result<StoredConfig, String> {
         let text = std::str::from_utf8(raw)
             .map_err(|_| "failed to decode configuration: input is not valid UTF-8".to_string())?;
-        let parsed: Vec<Value> = serde_saphyr::from_multiple(text)
+        let cfg = MachineConfig::parse(text)
             .map_err(|e| format!("failed to decode configuration: {e}"))?;
-        let docs: Vec<Value> = parsed.into_iter().filter(|d| !d.is_null()).collect();
-        if docs.is_empty() {
+        if cfg.docs.is_empty() {
             return Err("failed to decode configuration: empty configuration".into());
         }
-        let mut seen = std::collections::HashSet::new();
-        for doc in &docs {
-            if !doc.is_object() {
-                return Err("failed to decode configuration: document is not a mapping".into());
-            }
-            if is_v1alpha1(doc) {
-                if !seen.insert("v1alpha1".to_string()) {
-                    return Err("duplicate v1alpha1 document is not allowed".into());
-                }
-                continue;
-            }
-            let Some(kind) = doc.get("kind").and_then(Value::as_str) else {
+        for doc in &cfg.docs {
+            if doc.get("apiVersion").is_some() && doc.get("kind").is_none() {
                 return Err("missing kind".into());
-            };
-            let name = doc.get("name").and_then(Value::as_str).unwrap_or("");
-            if !seen.insert(format!("{kind}/{name}")) {
-                return Err(format!("duplicate document {kind}/{name} is not allowed"));
             }
         }
-        Ok(StoredConfig { raw: raw.to_vec(), docs })
+        Ok(StoredConfig {
+            raw: raw.to_vec(),
+            cfg,
+        })
+    }
+
+    pub fn docs(&self) -> &[Value] {
+        &self.cfg.docs
     }
 
     pub fn v1alpha1(&self) -> Option<&Value> {
-        self.docs.iter().find(|d| is_v1alpha1(d))
+        self.cfg.v1alpha1()
     }
 
     fn v1(&self, path: &[&str]) -> Option<&Value> {
@@ -110,7 +101,11 @@ impl StoredConfig {
     pub fn accepted_cas(&self) -> Vec<String> {
         self.v1(&["machine", "acceptedCAs"])
             .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(|c| decode_b64_pem(c.get("crt"))).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|c| decode_b64_pem(c.get("crt")))
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
@@ -139,7 +134,11 @@ impl StoredConfig {
     pub fn cert_sans(&self) -> Vec<String> {
         self.v1(&["machine", "certSANs"])
             .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(|v| v.as_str().map(String::from)).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(String::from))
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
@@ -150,10 +149,13 @@ impl StoredConfig {
     }
 
     pub fn hostname(&self) -> Option<String> {
-        if let Some(h) = self.v1(&["machine", "network", "hostname"]).and_then(Value::as_str) {
+        if let Some(h) = self
+            .v1(&["machine", "network", "hostname"])
+            .and_then(Value::as_str)
+        {
             return Some(h.to_string());
         }
-        self.docs
+        self.docs()
             .iter()
             .find(|d| d.get("kind").and_then(Value::as_str) == Some("HostnameConfig"))
             .and_then(|d| d.get("hostname"))
@@ -161,37 +163,25 @@ impl StoredConfig {
             .map(String::from)
     }
 
-    /// The part of Talos's validation the simulator can check without the schema.
-    pub fn validate(&self, maintenance: bool) -> Result<(), String> {
-        let Some(v1) = self.v1alpha1() else {
-            if maintenance {
-                return Ok(());
-            }
+    /// Talos's checks as far as `ferro-talos-config` knows them, plus the CA key a control plane
+    /// needs to sign apid's certificate. `Ok(warnings)` or `Err(message)`.
+    pub fn validate(&self, maintenance: bool) -> Result<Vec<String>, String> {
+        if self.v1alpha1().is_none() && !maintenance {
             return Err("the applied machine configuration doesn't contain v1alpha1 config, did you mean to patch the machine config instead?".into());
+        }
+        let (warnings, mut errors) = match ferro_talos_config::validate::validate(&self.cfg) {
+            Ok(w) => (w, Vec::new()),
+            Err(e) => (Vec::new(), e),
         };
-        let mut errors = Vec::new();
-        match v1.get("machine").and_then(|m| m.get("type")).and_then(Value::as_str) {
-            Some("init" | "controlplane" | "worker") => {}
-            Some(other) => errors.push(format!("unknown machine type: {other:?}")),
-            None => errors.push("machine type is required".to_string()),
-        }
-        if self.os_ca().is_none() {
-            errors.push("machine.ca.crt is required".to_string());
-        }
-        match self.endpoint() {
-            e if e.is_empty() => errors.push("cluster.controlPlane.endpoint is required".to_string()),
-            e if !e.starts_with("https://") => {
-                errors.push(format!("cluster.controlPlane.endpoint must be an https URL: {e:?}"))
-            }
-            _ => {}
-        }
-        if self.machine_type().is_some_and(MachineType::is_control_plane)
+        if self
+            .machine_type()
+            .is_some_and(MachineType::is_control_plane)
             && self.os_ca().and_then(|(_, k)| k).is_none()
         {
             errors.push("machine.ca.key is required on control plane nodes".to_string());
         }
         if errors.is_empty() {
-            return Ok(());
+            return Ok(warnings);
         }
         Err(multi_error(&errors))
     }
@@ -263,7 +253,9 @@ fn mask_live(old: &Value, new: &Value) -> Value {
         for key in LIVE_MACHINE_KEYS {
             copy_key(old_machine, machine, key);
         }
-        let old_features = old_machine.and_then(|m| m.get("features")).and_then(Value::as_object);
+        let old_features = old_machine
+            .and_then(|m| m.get("features"))
+            .and_then(Value::as_object);
         if let (Some(of), Some(features)) = (
             old_features,
             machine.get_mut("features").and_then(Value::as_object_mut),
@@ -282,27 +274,20 @@ pub fn reboot_diff(old: &StoredConfig, new: &StoredConfig) -> Option<String> {
         // Changes confined to other documents never need a reboot.
         return None;
     };
-    let masked = mask_live(o, n);
-    if &masked == o {
+    if !ferro_talos_config::live::reboot_required(&old.cfg, &new.cfg) {
         return None;
     }
-    Some(unified(&to_yaml(o), &to_yaml(&masked)))
-}
-
-// Talos renders configs with 4-space indentation and lists indented under their key.
-fn yaml_options() -> serde_saphyr::SerializerOptions {
-    let mut o = serde_saphyr::SerializerOptions::default();
-    o.indent_step = 4;
-    o.compact_list_indent = false;
-    o
+    let masked = mask_live(o, n);
+    let target = if &masked == o { n } else { &masked };
+    Some(unified(&to_yaml(o), &to_yaml(target)))
 }
 
 fn to_yaml(v: &Value) -> String {
-    serde_saphyr::to_string_with_options(v, yaml_options()).unwrap_or_default()
+    ferro_talos_config::encode::encode_document(v)
 }
 
 fn docs_yaml(cfg: &StoredConfig) -> String {
-    serde_saphyr::to_string_multiple_with_options(&cfg.docs, yaml_options()).unwrap_or_default()
+    cfg.cfg.to_yaml()
 }
 
 /// Unified diff with Talos's `--- a` / `+++ b` headers.
@@ -335,6 +320,14 @@ mod tests {
     #[test]
     fn parses_fixture() {
         let c = StoredConfig::parse(CP.as_bytes()).unwrap();
+        // The golden fixture has no install disk: a metal node refuses it.
+        assert!(c.validate(false).unwrap_err().contains("install disk"));
+        let with_disk = CP.replacen(
+            "    install:\n",
+            "    install:\n        disk: /dev/sda\n",
+            1,
+        );
+        let c = StoredConfig::parse(with_disk.as_bytes()).unwrap();
         assert_eq!(c.machine_type(), Some(MachineType::ControlPlane));
         assert_eq!(c.cluster_name(), "base");
         assert_eq!(c.endpoint(), "https://base:6443");
@@ -342,7 +335,8 @@ mod tests {
         assert!(crt.starts_with("-----BEGIN CERTIFICATE-----"));
         assert!(key.unwrap().contains("ED25519 PRIVATE KEY"));
         assert!(c.k8s_ca().is_some());
-        c.validate(false).unwrap();
+        let v = c.validate(false);
+        assert!(v.is_ok(), "{v:?}");
     }
 
     #[test]
@@ -351,11 +345,17 @@ mod tests {
         let live = CP.replace("certSANs: []", "certSANs: [\"10.0.0.1\"]");
         let live = StoredConfig::parse(live.as_bytes()).unwrap();
         assert_eq!(reboot_diff(&old, &live), None);
-        let reboot = CP.replace("token: d8cwfa.eyvpi0xwxyarbfid", "token: aaaaaa.bbbbbbbbbbbbbbbb");
+        let reboot = CP.replace(
+            "token: d8cwfa.eyvpi0xwxyarbfid",
+            "token: aaaaaa.bbbbbbbbbbbbbbbb",
+        );
         let reboot = StoredConfig::parse(reboot.as_bytes()).unwrap();
         let diff = reboot_diff(&old, &reboot).unwrap();
         assert!(diff.starts_with("--- a\n+++ b\n@@ "), "{diff}");
-        assert!(diff.contains("-    token: d8cwfa.eyvpi0xwxyarbfid"), "{diff}");
+        assert!(
+            diff.contains("-    token: d8cwfa.eyvpi0xwxyarbfid"),
+            "{diff}"
+        );
     }
 
     #[test]
@@ -365,7 +365,14 @@ mod tests {
             StoredConfig::parse(b"apiVersion: v1alpha1\nname: x\n").unwrap_err(),
             "missing kind"
         );
-        let worker_only = StoredConfig::parse(b"apiVersion: v1alpha1\nkind: HostnameConfig\nhostname: a\n").unwrap();
-        assert!(worker_only.validate(false).unwrap_err().contains("doesn't contain v1alpha1"));
+        let worker_only =
+            StoredConfig::parse(b"apiVersion: v1alpha1\nkind: HostnameConfig\nhostname: a\n")
+                .unwrap();
+        assert!(
+            worker_only
+                .validate(false)
+                .unwrap_err()
+                .contains("doesn't contain v1alpha1")
+        );
     }
 }

@@ -88,7 +88,11 @@ fn error_metadata(hostname: &str, s: &Status) -> Metadata {
     Metadata {
         hostname: hostname.to_string(),
         error: go_error_text(s),
-        status: Some(RpcStatus { code: s.code() as i32, message: s.message().to_string(), details: vec![] }),
+        status: Some(RpcStatus {
+            code: s.code() as i32,
+            message: s.message().to_string(),
+            details: vec![],
+        }),
     }
 }
 
@@ -152,7 +156,9 @@ impl Ctx {
         let node = values(md, "node");
         let nodes = values(md, "nodes");
         if node.len() > 1 {
-            return Err(Status::invalid_argument("node metadata must be single-valued"));
+            return Err(Status::invalid_argument(
+                "node metadata must be single-valued",
+            ));
         }
         let can_forward = self.endpoint_is_control_plane();
         if !can_forward {
@@ -190,15 +196,19 @@ impl Ctx {
     /// Only control planes hold an apid client certificate (api.md §10.1), so only they forward.
     fn endpoint_is_control_plane(&self) -> bool {
         let st = self.shared.lock();
-        st.nodes.get(self.endpoint).is_some_and(|n| n.is_control_plane())
+        st.nodes
+            .get(self.endpoint)
+            .is_some_and(|n| n.is_control_plane())
     }
 
     fn local(&self) -> Target {
-        Target { idx: self.endpoint, roles: self.roles.clone() }
+        Target {
+            idx: self.endpoint,
+            roles: self.roles.clone(),
+        }
     }
 
     fn remote(&self, name: &str) -> Result<Target, Status> {
-        let port = self.shared.cfg.port;
         let Some(idx) = self.shared.resolve(name) else {
             return Err(Status::unavailable(format!(
                 "connection error: desc = \"transport: Error while dialing: dial tcp: lookup {name}: no such host\""
@@ -206,6 +216,7 @@ impl Ctx {
         };
         let st = self.shared.lock();
         let n = &st.nodes[idx];
+        let port = n.port;
         if !n.listening() {
             return Err(Status::unavailable(format!(
                 "connection error: desc = \"transport: Error while dialing: dial tcp {name}:{port}: connect: connection refused\""
@@ -213,9 +224,15 @@ impl Ctx {
         }
         if n.maintenance() {
             // The forwarding apid's client certificate is not even requested there: reader.
-            return Ok(Target { idx, roles: Arc::new(vec!["os:reader".into()]) });
+            return Ok(Target {
+                idx,
+                roles: Arc::new(vec!["os:reader".into()]),
+            });
         }
-        Ok(Target { idx, roles: self.roles.clone() })
+        Ok(Target {
+            idx,
+            roles: self.roles.clone(),
+        })
     }
 
     fn target_for(&self, name: Option<&str>, path: &str) -> Result<Target, Status> {
@@ -243,7 +260,10 @@ impl Ctx {
                 for name in names {
                     match self.target_for(Some(&name), path).and_then(|t| f(&t)) {
                         Ok(items) => out.extend(items.into_iter().map(|mut i| {
-                            i.set_metadata(Metadata { hostname: name.clone(), ..Default::default() });
+                            i.set_metadata(Metadata {
+                                hostname: name.clone(),
+                                ..Default::default()
+                            });
                             i
                         })),
                         Err(s) => {
@@ -271,29 +291,33 @@ impl Ctx {
             Route::Many(names) => {
                 let mut map: StreamMap<usize, BoxStream<I>> = StreamMap::new();
                 for (k, name) in names.into_iter().enumerate() {
-                    let s: BoxStream<I> = match self.target_for(Some(&name), path).and_then(|t| f(&t)) {
-                        Ok(s) => {
-                            let host = name.clone();
-                            Box::pin(s.map(move |r| {
-                                Ok(match r {
-                                    Ok(mut i) => {
-                                        i.set_metadata(Metadata { hostname: host.clone(), ..Default::default() });
-                                        i
-                                    }
-                                    Err(s) => {
-                                        let mut i = I::default();
-                                        i.set_metadata(error_metadata(&host, &s));
-                                        i
-                                    }
-                                })
-                            }))
-                        }
-                        Err(s) => {
-                            let mut i = I::default();
-                            i.set_metadata(error_metadata(&name, &s));
-                            Box::pin(tokio_stream::once(Ok(i)))
-                        }
-                    };
+                    let s: BoxStream<I> =
+                        match self.target_for(Some(&name), path).and_then(|t| f(&t)) {
+                            Ok(s) => {
+                                let host = name.clone();
+                                Box::pin(s.map(move |r| {
+                                    Ok(match r {
+                                        Ok(mut i) => {
+                                            i.set_metadata(Metadata {
+                                                hostname: host.clone(),
+                                                ..Default::default()
+                                            });
+                                            i
+                                        }
+                                        Err(s) => {
+                                            let mut i = I::default();
+                                            i.set_metadata(error_metadata(&host, &s));
+                                            i
+                                        }
+                                    })
+                                }))
+                            }
+                            Err(s) => {
+                                let mut i = I::default();
+                                i.set_metadata(error_metadata(&name, &s));
+                                Box::pin(tokio_stream::once(Ok(i)))
+                            }
+                        };
                     map.insert(k, s);
                 }
                 Ok(Box::pin(map.map(|(_, r)| r)))

@@ -16,8 +16,12 @@ use crate::state::Shared;
 
 const MAX_MESSAGE: usize = 32 * 1024 * 1024;
 
-pub async fn run_node(shared: Arc<Shared>, idx: usize) {
-    let (Some(run_tx), port) = (shared.run.get(idx), shared.cfg.port) else {
+/// `initial` is the listener bound at start-up (used while the node keeps its first address).
+pub async fn run_node(shared: Arc<Shared>, idx: usize, mut initial: Option<TcpListener>) {
+    let Some(run_tx) = shared.run.get(idx) else {
+        return;
+    };
+    let Some(port) = shared.lock().nodes.get(idx).map(|n| n.port) else {
         return;
     };
     let mut run = run_tx.subscribe();
@@ -34,10 +38,20 @@ pub async fn run_node(shared: Arc<Shared>, idx: usize) {
             }
             continue;
         }
-        let listener = match TcpListener::bind((rs.address, port)).await {
+        let reuse = initial
+            .take()
+            .filter(|l| l.local_addr().is_ok_and(|a| a.ip() == rs.address));
+        let bound = match reuse {
+            Some(l) => Ok(l),
+            None => TcpListener::bind((rs.address, port)).await,
+        };
+        let listener = match bound {
             Ok(l) => l,
             Err(e) => {
-                eprintln!("talos-sim: node {idx} cannot listen on {}:{port}: {e}", rs.address);
+                eprintln!(
+                    "talos-sim: node {idx} cannot listen on {}:{port}: {e}",
+                    rs.address
+                );
                 tokio::select! {
                     _ = tokio::time::sleep(Duration::from_millis(250)) => {},
                     _ = run.changed() => {},
@@ -79,7 +93,8 @@ async fn serve_conn(shared: Arc<Shared>, idx: usize, tcp: TcpStream) {
     };
     let Some(node_tls) = node_tls else { return };
     let acceptor = tokio_rustls::TlsAcceptor::from(node_tls.config.clone());
-    let Ok(Ok(tls)) = tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await else {
+    let Ok(Ok(tls)) = tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await
+    else {
         return;
     };
     let roles = if node_tls.maintenance {
@@ -93,7 +108,12 @@ async fn serve_conn(shared: Arc<Shared>, idx: usize, tcp: TcpStream) {
             .map(|c| crate::pki::roles_of(c))
             .unwrap_or_default()
     };
-    let ctx = Ctx { shared, endpoint: idx, roles: Arc::new(roles), maintenance: node_tls.maintenance };
+    let ctx = Ctx {
+        shared,
+        endpoint: idx,
+        roles: Arc::new(roles),
+        maintenance: node_tls.maintenance,
+    };
     let routes = services::routes(ctx, MAX_MESSAGE);
     let svc = TowerToHyperService::new(routes);
     let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())

@@ -90,6 +90,8 @@ pub struct Node {
     pub planned_control_plane: bool,
     pub hostname: String,
     pub address: Ipv4Addr,
+    /// apid port (the configured one, or the one the OS picked for port 0; kept across reboots).
+    pub port: u16,
     /// Powered on and booted (not rebooting).
     pub up: bool,
     pub generation: u64,
@@ -122,7 +124,8 @@ impl Node {
         self.active.as_ref().and_then(StoredConfig::machine_type)
     }
     pub fn is_control_plane(&self) -> bool {
-        self.machine_type().is_some_and(MachineType::is_control_plane)
+        self.machine_type()
+            .is_some_and(MachineType::is_control_plane)
     }
     pub fn maintenance(&self) -> bool {
         self.active.is_none()
@@ -131,7 +134,11 @@ impl Node {
         self.up && !self.faults.unreachable
     }
     pub fn run_state(&self) -> RunState {
-        RunState { listening: self.listening(), address: self.address, generation: self.generation }
+        RunState {
+            listening: self.listening(),
+            address: self.address,
+            generation: self.generation,
+        }
     }
 }
 
@@ -152,7 +159,6 @@ pub struct State {
 }
 
 pub struct Shared {
-    pub cfg: SimConfig,
     state: Mutex<State>,
     pub run: Vec<watch::Sender<RunState>>,
     pub events: Vec<broadcast::Sender<EventRec>>,
@@ -162,33 +168,71 @@ pub struct Shared {
 pub fn new_uuid() -> String {
     let b: [u8; 16] = rand::random();
     let h = hex::encode(b);
-    format!("{}-{}-4{}-a{}-{}", &h[0..8], &h[8..12], &h[13..16], &h[17..20], &h[20..32])
-}
-
-fn any<M: Message>(name: &str, m: &M) -> prost_types::Any {
-    prost_types::Any { type_url: format!("talos/runtime/machine.{name}"), value: m.encode_to_vec() }
-}
-
-pub fn sequence_event(seq: &str, action: pb::sequence_event::Action) -> prost_types::Any {
-    any("SequenceEvent", &pb::SequenceEvent { sequence: seq.into(), action: action as i32, error: None })
-}
-
-pub fn task_event(task: &str, action: pb::task_event::Action) -> prost_types::Any {
-    any("TaskEvent", &pb::TaskEvent { task: task.into(), action: action as i32 })
-}
-
-pub fn machine_status_event(stage: Stage, ready: bool) -> prost_types::Any {
-    let status = pb::machine_status_event::MachineStatus { ready, unmet_conditions: vec![] };
-    any(
-        "MachineStatusEvent",
-        &pb::MachineStatusEvent { stage: stage.proto() as i32, status: Some(status) },
+    format!(
+        "{}-{}-4{}-a{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[13..16],
+        &h[17..20],
+        &h[20..32]
     )
 }
 
-pub fn service_event(service: &str, action: pb::service_state_event::Action, msg: &str) -> prost_types::Any {
+fn any<M: Message>(name: &str, m: &M) -> prost_types::Any {
+    prost_types::Any {
+        type_url: format!("talos/runtime/machine.{name}"),
+        value: m.encode_to_vec(),
+    }
+}
+
+pub fn sequence_event(seq: &str, action: pb::sequence_event::Action) -> prost_types::Any {
+    any(
+        "SequenceEvent",
+        &pb::SequenceEvent {
+            sequence: seq.into(),
+            action: action as i32,
+            error: None,
+        },
+    )
+}
+
+pub fn task_event(task: &str, action: pb::task_event::Action) -> prost_types::Any {
+    any(
+        "TaskEvent",
+        &pb::TaskEvent {
+            task: task.into(),
+            action: action as i32,
+        },
+    )
+}
+
+pub fn machine_status_event(stage: Stage, ready: bool) -> prost_types::Any {
+    let status = pb::machine_status_event::MachineStatus {
+        ready,
+        unmet_conditions: vec![],
+    };
+    any(
+        "MachineStatusEvent",
+        &pb::MachineStatusEvent {
+            stage: stage.proto() as i32,
+            status: Some(status),
+        },
+    )
+}
+
+pub fn service_event(
+    service: &str,
+    action: pb::service_state_event::Action,
+    msg: &str,
+) -> prost_types::Any {
     any(
         "ServiceStateEvent",
-        &pb::ServiceStateEvent { service: service.into(), action: action as i32, message: msg.into(), health: None },
+        &pb::ServiceStateEvent {
+            service: service.into(),
+            action: action as i32,
+            message: msg.into(),
+            health: None,
+        },
     )
 }
 
@@ -200,7 +244,11 @@ impl State {
             .duration_since(SystemTime::UNIX_EPOCH)
             .map(|d| d.as_millis() as u64)
             .unwrap_or(0);
-        format!("{:012x}{:08x}", ms & 0xffff_ffff_ffff, self.event_counter & 0xffff_ffff)
+        format!(
+            "{:012x}{:08x}",
+            ms & 0xffff_ffff_ffff,
+            self.event_counter & 0xffff_ffff
+        )
     }
 }
 
@@ -220,12 +268,17 @@ impl Shared {
             let address = cfg
                 .address_of(index)
                 .ok_or_else(|| anyhow::anyhow!("no loopback address for node {index}"))?;
-            let version = cfg.node_versions.get(&index).cloned().unwrap_or_else(|| cfg.talos_version.clone());
+            let version = cfg
+                .node_versions
+                .get(&index)
+                .cloned()
+                .unwrap_or_else(|| cfg.talos_version.clone());
             let node = Node {
                 index,
                 planned_control_plane: index < cfg.control_planes,
                 hostname: default_hostname(index),
                 address,
+                port: cfg.port,
                 up: false,
                 generation: 0,
                 version,
@@ -258,7 +311,6 @@ impl Shared {
             event_counter: 0,
         };
         let shared = Arc::new(Shared {
-            cfg,
             state: Mutex::new(state),
             run,
             events,
@@ -284,7 +336,12 @@ impl Shared {
 
     pub fn publish(&self, st: &mut State, idx: usize, actor_id: &str, data: prost_types::Any) {
         let id = st.next_event_id();
-        let rec = EventRec { id, actor_id: actor_id.to_string(), data, at: Instant::now() };
+        let rec = EventRec {
+            id,
+            actor_id: actor_id.to_string(),
+            data,
+            at: Instant::now(),
+        };
         if let Some(n) = st.nodes.get_mut(idx) {
             n.events.push(rec.clone());
             if n.events.len() > 1000 {
@@ -300,7 +357,11 @@ impl Shared {
     /// fresh TLS personality, start listening.
     pub fn boot(&self, idx: usize) -> anyhow::Result<()> {
         let mut st = self.lock();
-        let ca_key = st.nodes.get(idx).and_then(|n| n.persisted.as_ref()).and_then(|c| trustd_key(&st, c));
+        let ca_key = st
+            .nodes
+            .get(idx)
+            .and_then(|n| n.persisted.as_ref())
+            .and_then(|c| trustd_key(&st, c));
         let Some(n) = st.nodes.get_mut(idx) else {
             anyhow::bail!("no node {idx}");
         };
@@ -323,18 +384,32 @@ impl Shared {
         n.tls = Some(Arc::new(node_tls));
         n.up = true;
         n.generation += 1;
-        n.stage = if n.active.is_some() { Stage::Running } else { Stage::Maintenance };
+        n.stage = if n.active.is_some() {
+            Stage::Running
+        } else {
+            Stage::Maintenance
+        };
         let stage = n.stage;
         let control_plane = n.is_control_plane();
         let configured = n.active.is_some();
         use pb::sequence_event::Action as A;
         self.publish(&mut st, idx, "", sequence_event("boot", A::Start));
-        self.publish(&mut st, idx, "", machine_status_event(Stage::Booting, false));
+        self.publish(
+            &mut st,
+            idx,
+            "",
+            machine_status_event(Stage::Booting, false),
+        );
         if configured {
             use pb::service_state_event::Action as S;
             for svc in services_for(control_plane) {
                 if svc != "etcd" {
-                    self.publish(&mut st, idx, "", service_event(svc, S::Running, "Health check successful"));
+                    self.publish(
+                        &mut st,
+                        idx,
+                        "",
+                        service_event(svc, S::Running, "Health check successful"),
+                    );
                 }
             }
         }
@@ -352,7 +427,10 @@ impl Shared {
         };
         for n in st.nodes.iter_mut() {
             if n.up && n.is_control_plane() && !members.iter().any(|m| m.node == n.index) {
-                members.push(EtcdMember { node: n.index, id: rand::random::<u64>() >> 1 });
+                members.push(EtcdMember {
+                    node: n.index,
+                    id: rand::random::<u64>() >> 1,
+                });
                 n.etcd_data = true;
             }
         }
@@ -368,14 +446,26 @@ impl Shared {
                 let mut st = shared.lock();
                 use pb::sequence_event::Action as A;
                 shared.publish(&mut st, idx, &actor_id, sequence_event(sequence, A::Start));
-                shared.publish(&mut st, idx, &actor_id, task_event("stopAllServices", pb::task_event::Action::Start));
-                shared.publish(&mut st, idx, "", machine_status_event(Stage::Rebooting, false));
+                shared.publish(
+                    &mut st,
+                    idx,
+                    &actor_id,
+                    task_event("stopAllServices", pb::task_event::Action::Start),
+                );
+                shared.publish(
+                    &mut st,
+                    idx,
+                    "",
+                    machine_status_event(Stage::Rebooting, false),
+                );
                 st.reboot_downtime
             };
             tokio::time::sleep(Duration::from_millis(100)).await;
             let never_return = {
                 let mut st = shared.lock();
-                let Some(n) = st.nodes.get_mut(idx) else { return };
+                let Some(n) = st.nodes.get_mut(idx) else {
+                    return;
+                };
                 n.up = false;
                 n.stage = Stage::Rebooting;
                 n.generation += 1;
@@ -423,7 +513,15 @@ pub fn trustd_key(st: &State, cfg: &StoredConfig) -> Option<String> {
 /// Services a configured node runs (ServiceList order follows Talos: alphabetical).
 pub fn services_for(control_plane: bool) -> Vec<&'static str> {
     if control_plane {
-        vec!["apid", "containerd", "cri", "etcd", "kubelet", "machined", "trustd"]
+        vec![
+            "apid",
+            "containerd",
+            "cri",
+            "etcd",
+            "kubelet",
+            "machined",
+            "trustd",
+        ]
     } else {
         vec!["apid", "containerd", "cri", "kubelet", "machined"]
     }

@@ -5,9 +5,11 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use anyhow::{Context, Result, anyhow};
-use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::server::WebPkiClientVerifier;
-use rustls::{DigitallySignedStruct, DistinguishedName, RootCertStore, ServerConfig, SignatureScheme};
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
+use rustls::{
+    DigitallySignedStruct, DistinguishedName, RootCertStore, ServerConfig, SignatureScheme,
+};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
 
@@ -35,8 +37,14 @@ fn key(pem: &str) -> Result<PrivateKeyDer<'static>> {
     PrivateKeyDer::from_pem_slice(pem.as_bytes()).map_err(|_| anyhow!("invalid key PEM"))
 }
 
-fn finish(builder: rustls::ConfigBuilder<ServerConfig, rustls::server::WantsServerCert>, chain: &str, key_pem: &str) -> Result<ServerConfig> {
-    let mut cfg = builder.with_single_cert(certs(chain)?, key(key_pem)?).context("server certificate")?;
+fn finish(
+    builder: rustls::ConfigBuilder<ServerConfig, rustls::server::WantsServerCert>,
+    chain: &str,
+    key_pem: &str,
+) -> Result<ServerConfig> {
+    let mut cfg = builder
+        .with_single_cert(certs(chain)?, key(key_pem)?)
+        .context("server certificate")?;
     cfg.alpn_protocols = vec![b"h2".to_vec()];
     cfg.send_tls13_tickets = 0;
     Ok(cfg)
@@ -47,14 +55,27 @@ impl NodeTls {
     /// the one a control plane's trustd would use.
     pub fn build(node: &Node, ca_key: Option<String>) -> Result<NodeTls> {
         let mut ips: Vec<IpAddr> = vec![IpAddr::V4(node.address), "127.0.0.1".parse()?];
-        let builder = || ServerConfig::builder_with_provider(provider()).with_safe_default_protocol_versions();
+        let builder = || {
+            ServerConfig::builder_with_provider(provider()).with_safe_default_protocol_versions()
+        };
         let Some(active) = node.active.as_ref() else {
             ips.push("::1".parse()?);
-            let (ca, leaf) = pki::self_signed_maintenance(&ips, std::slice::from_ref(&node.hostname))?;
-            let cfg = finish(builder()?.with_no_client_auth(), &leaf.cert_pem, &leaf.key_pem)?;
-            return Ok(NodeTls { maintenance: true, config: Arc::new(cfg), maintenance_ca: Some(ca) });
+            let (ca, leaf) =
+                pki::self_signed_maintenance(&ips, std::slice::from_ref(&node.hostname))?;
+            let cfg = finish(
+                builder()?.with_no_client_auth(),
+                &leaf.cert_pem,
+                &leaf.key_pem,
+            )?;
+            return Ok(NodeTls {
+                maintenance: true,
+                config: Arc::new(cfg),
+                maintenance_ca: Some(ca),
+            });
         };
-        let (ca_crt, own_key) = active.os_ca().ok_or_else(|| anyhow!("config has no machine.ca"))?;
+        let (ca_crt, own_key) = active
+            .os_ca()
+            .ok_or_else(|| anyhow!("config has no machine.ca"))?;
         let mut dns = vec![node.hostname.clone()];
         for san in active.cert_sans() {
             match san.parse::<IpAddr>() {
@@ -78,8 +99,16 @@ impl NodeTls {
             .build()
             .context("client verifier")?;
         let verifier = Arc::new(ClientAuthOnly { inner });
-        let cfg = finish(builder()?.with_client_cert_verifier(verifier), &leaf.cert_pem, &leaf.key_pem)?;
-        Ok(NodeTls { maintenance: false, config: Arc::new(cfg), maintenance_ca: None })
+        let cfg = finish(
+            builder()?.with_client_cert_verifier(verifier),
+            &leaf.cert_pem,
+            &leaf.key_pem,
+        )?;
+        Ok(NodeTls {
+            maintenance: false,
+            config: Arc::new(cfg),
+            maintenance_ca: None,
+        })
     }
 }
 
@@ -105,7 +134,9 @@ impl ClientCertVerifier for ClientAuthOnly {
         intermediates: &[CertificateDer<'_>],
         now: UnixTime,
     ) -> Result<ClientCertVerified, rustls::Error> {
-        let ok = self.inner.verify_client_cert(end_entity, intermediates, now)?;
+        let ok = self
+            .inner
+            .verify_client_cert(end_entity, intermediates, now)?;
         if !pki::eku_is_exactly_client_auth(end_entity) {
             return Err(rustls::Error::General(
                 "certificate is missing the client auth extended key usage".into(),

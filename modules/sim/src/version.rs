@@ -41,19 +41,23 @@ pub fn schematic_from_image(image: &str) -> Option<String> {
 pub fn installer_accepts(host: &str, target: &str) -> Result<(), String> {
     let t = parse(target).map_err(|e| e.to_string())?;
     let h = parse(host).map_err(|e| e.to_string())?;
-    // (target minor, min host incl., max host excl.) for 1.x targets.
-    const TABLE: &[(u64, (u64, u64), (u64, u64))] =
-        &[(11, (9, 0), (13, 0)), (12, (10, 0), (14, 0)), (13, (11, 0), (15, 0)), (14, (12, 0), (16, 0))];
+    // (target minor, min host minor incl., max host minor excl.) for 1.x targets; the table's
+    // bounds are all x.y.0.
+    const TABLE: &[(u64, u64, u64)] = &[(11, 9, 13), (12, 10, 14), (13, 11, 15), (14, 12, 16)];
     let Some((_, min, max)) = TABLE.iter().find(|(m, _, _)| t.major == 1 && *m == t.minor) else {
         return Err(format!("upgrades to version {target} are not supported"));
     };
     // Compare without pre-release tags: an rc host counts as its release line.
     let hv = (h.major, h.minor);
-    if h.major < 1 || (h.major == 1 && hv < (1, min.0)) {
-        return Err(format!("host version {host} is too old to upgrade to Talos {target}"));
+    if h.major < 1 || (h.major == 1 && hv < (1, *min)) {
+        return Err(format!(
+            "host version {host} is too old to upgrade to Talos {target}"
+        ));
     }
-    if h.major > 1 || (h.major == 1 && hv >= (1, max.0)) {
-        return Err(format!("host version {host} is too new to downgrade to Talos {target}"));
+    if h.major > 1 || (h.major == 1 && hv >= (1, *max)) {
+        return Err(format!(
+            "host version {host} is too new to downgrade to Talos {target}"
+        ));
     }
     Ok(())
 }
@@ -80,15 +84,24 @@ mod tests {
 
     #[test]
     fn image_tags() {
-        assert_eq!(from_image("ghcr.io/siderolabs/installer:v1.13.6").as_deref(), Some("v1.13.6"));
+        assert_eq!(
+            from_image("ghcr.io/siderolabs/installer:v1.13.6").as_deref(),
+            Some("v1.13.6")
+        );
         let f = "factory.talos.dev/installer/376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba:v1.13.6";
         assert_eq!(from_image(f).as_deref(), Some("v1.13.6"));
         assert_eq!(
             schematic_from_image(f).as_deref(),
             Some("376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba")
         );
-        assert_eq!(schematic_from_image("ghcr.io/siderolabs/installer:v1.13.6"), None);
+        assert_eq!(
+            schematic_from_image("ghcr.io/siderolabs/installer:v1.13.6"),
+            None
+        );
         assert_eq!(from_image("ghcr.io/siderolabs/installer"), None);
-        assert_eq!(from_image("localhost:5000/installer:v1.12.1").as_deref(), Some("v1.12.1"));
+        assert_eq!(
+            from_image("localhost:5000/installer:v1.12.1").as_deref(),
+            Some("v1.12.1")
+        );
     }
 }

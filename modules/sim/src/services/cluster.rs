@@ -49,7 +49,9 @@ fn evaluate(st: &State, i: usize, cps: &[String], workers: &[String]) -> Result<
     match i {
         0 => {
             for ip in cps {
-                let n = node(ip).filter(|n| n.listening()).ok_or_else(|| unreachable(ip))?;
+                let n = node(ip)
+                    .filter(|n| n.listening())
+                    .ok_or_else(|| unreachable(ip))?;
                 if st.etcd.is_none() || !n.etcd_data {
                     return Err(format!(
                         "{ip}: service \"etcd\" not in expected state \"Running\": current state [Preparing] Running pre state"
@@ -62,18 +64,28 @@ fn evaluate(st: &State, i: usize, cps: &[String], workers: &[String]) -> Result<
             Ok(())
         }
         1 | 2 => {
-            let members = st.etcd.as_ref().ok_or_else(|| "etcd is not bootstrapped".to_string())?;
+            let members = st
+                .etcd
+                .as_ref()
+                .ok_or_else(|| "etcd is not bootstrapped".to_string())?;
             for m in members {
-                let Some(n) = st.nodes.get(m.node) else { continue };
+                let Some(n) = st.nodes.get(m.node) else {
+                    continue;
+                };
                 if i == 2 && !cps.contains(&n.address.to_string()) {
-                    return Err(format!("etcd member ips [\"{}\"] are not subset of control plane node ips {cps:?}", n.address));
+                    return Err(format!(
+                        "etcd member ips [\"{}\"] are not subset of control plane node ips {cps:?}",
+                        n.address
+                    ));
                 }
             }
             Ok(())
         }
         3 | 7 | 8 => {
             for ip in all() {
-                let n = node(ip).filter(|n| n.listening()).ok_or_else(|| unreachable(ip))?;
+                let n = node(ip)
+                    .filter(|n| n.listening())
+                    .ok_or_else(|| unreachable(ip))?;
                 if i == 8 && n.stage != Stage::Running {
                     return Err(format!("{ip}: unexpected stage {}", n.stage.yaml_name()));
                 }
@@ -97,72 +109,109 @@ impl ClusterService for Cluster {
     ) -> Result<Response<Self::HealthCheckStream>, Status> {
         let req = request.get_ref().clone();
         let shared = self.0.shared.clone();
-        let s = self.0.streaming(request.metadata(), "/cluster.ClusterService/HealthCheck", |t| {
-            let (cps, workers) = {
-                let st = shared.lock();
-                match st.nodes[t.idx].machine_type() {
-                    None => return Err(Status::unimplemented("machine type is not set, cannot use cluster health check API")),
-                    Some(mt) if !mt.is_control_plane() => {
-                        return Err(Status::unimplemented("cluster health check is only available on control plane nodes"));
+        let s = self.0.streaming(
+            request.metadata(),
+            "/cluster.ClusterService/HealthCheck",
+            |t| {
+                let (cps, workers) = {
+                    let st = shared.lock();
+                    match st.nodes[t.idx].machine_type() {
+                        None => {
+                            return Err(Status::unimplemented(
+                                "machine type is not set, cannot use cluster health check API",
+                            ));
+                        }
+                        Some(mt) if !mt.is_control_plane() => {
+                            return Err(Status::unimplemented(
+                                "cluster health check is only available on control plane nodes",
+                            ));
+                        }
+                        _ => {}
                     }
-                    _ => {}
-                }
-                let info = req.cluster_info.clone().unwrap_or_default();
-                if info.control_plane_nodes.is_empty() && info.worker_nodes.is_empty() {
-                    let configured = st.nodes.iter().filter(|n| n.active.is_some());
-                    let (c, w): (Vec<_>, Vec<_>) = configured.partition(|n| n.is_control_plane());
-                    (
-                        c.iter().map(|n| n.address.to_string()).collect::<Vec<_>>(),
-                        w.iter().map(|n| n.address.to_string()).collect::<Vec<_>>(),
-                    )
-                } else {
-                    (info.control_plane_nodes, info.worker_nodes)
-                }
-            };
-            let timeout = req
-                .wait_timeout
-                .and_then(|d| Duration::try_from(d).ok())
-                .unwrap_or_default();
-            let (tx, rx) = mpsc::channel(32);
-            let shared = shared.clone();
-            tokio::spawn(async move {
-                let msg = |m: String| Ok(HealthCheckProgress { metadata: None, message: m });
-                let quoted: Vec<String> = cps.iter().chain(workers.iter()).map(|ip| format!("{ip:?}")).collect();
-                if tx.send(msg(format!("discovered nodes: [{}]", quoted.join(" ")))).await.is_err() {
-                    return;
-                }
-                let deadline = tokio::time::Instant::now() + timeout;
-                for (i, check) in CHECKS.iter().enumerate() {
-                    if tx.send(msg(format!("waiting for {check}: ..."))).await.is_err() {
+                    let info = req.cluster_info.clone().unwrap_or_default();
+                    if info.control_plane_nodes.is_empty() && info.worker_nodes.is_empty() {
+                        let configured = st.nodes.iter().filter(|n| n.active.is_some());
+                        let (c, w): (Vec<_>, Vec<_>) =
+                            configured.partition(|n| n.is_control_plane());
+                        (
+                            c.iter().map(|n| n.address.to_string()).collect::<Vec<_>>(),
+                            w.iter().map(|n| n.address.to_string()).collect::<Vec<_>>(),
+                        )
+                    } else {
+                        (info.control_plane_nodes, info.worker_nodes)
+                    }
+                };
+                let timeout = req
+                    .wait_timeout
+                    .and_then(|d| Duration::try_from(d).ok())
+                    .unwrap_or_default();
+                let (tx, rx) = mpsc::channel(32);
+                let shared = shared.clone();
+                tokio::spawn(async move {
+                    let msg = |m: String| {
+                        Ok(HealthCheckProgress {
+                            metadata: None,
+                            message: m,
+                        })
+                    };
+                    let quoted: Vec<String> = cps
+                        .iter()
+                        .chain(workers.iter())
+                        .map(|ip| format!("{ip:?}"))
+                        .collect();
+                    if tx
+                        .send(msg(format!("discovered nodes: [{}]", quoted.join(" "))))
+                        .await
+                        .is_err()
+                    {
                         return;
                     }
-                    let mut last = String::new();
-                    loop {
-                        let r = evaluate(&shared.lock(), i, &cps, &workers);
-                        match r {
-                            Ok(()) => {
-                                let _ = tx.send(msg(format!("waiting for {check}: OK"))).await;
-                                break;
-                            }
-                            Err(e) => {
-                                if e != last {
-                                    if tx.send(msg(format!("waiting for {check}: {e}"))).await.is_err() {
+                    let deadline = tokio::time::Instant::now() + timeout;
+                    for (i, check) in CHECKS.iter().enumerate() {
+                        if tx
+                            .send(msg(format!("waiting for {check}: ...")))
+                            .await
+                            .is_err()
+                        {
+                            return;
+                        }
+                        let mut last = String::new();
+                        loop {
+                            let r = evaluate(&shared.lock(), i, &cps, &workers);
+                            match r {
+                                Ok(()) => {
+                                    let _ = tx.send(msg(format!("waiting for {check}: OK"))).await;
+                                    break;
+                                }
+                                Err(e) => {
+                                    if e != last {
+                                        if tx
+                                            .send(msg(format!("waiting for {check}: {e}")))
+                                            .await
+                                            .is_err()
+                                        {
+                                            return;
+                                        }
+                                        last = e;
+                                    }
+                                    if tokio::time::Instant::now() >= deadline {
+                                        let _ = tx
+                                            .send(Err(Status::deadline_exceeded(format!(
+                                                "{check}: {last}"
+                                            ))))
+                                            .await;
                                         return;
                                     }
-                                    last = e;
+                                    tokio::time::sleep(Duration::from_millis(250)).await;
                                 }
-                                if tokio::time::Instant::now() >= deadline {
-                                    let _ = tx.send(Err(Status::deadline_exceeded(format!("{check}: {last}")))).await;
-                                    return;
-                                }
-                                tokio::time::sleep(Duration::from_millis(250)).await;
                             }
                         }
                     }
-                }
-            });
-            Ok(Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx)) as BoxStream<HealthCheckProgress>)
-        })?;
+                });
+                Ok(Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))
+                    as BoxStream<HealthCheckProgress>)
+            },
+        )?;
         Ok(Response::new(s))
     }
 }

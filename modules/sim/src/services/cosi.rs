@@ -21,7 +21,9 @@ pub struct Cosi(pub Ctx);
 const MC: (&str, &str) = ("config", "MachineConfigs.config.talos.dev");
 const MT: (&str, &str) = ("config", "MachineTypes.config.talos.dev");
 const MS: (&str, &str) = ("runtime", "MachineStatuses.runtime.talos.dev");
-const NAMESPACES: &[&str] = &["config", "runtime", "network", "k8s", "cluster", "secrets", "meta", "etcd", "v1alpha1"];
+const NAMESPACES: &[&str] = &[
+    "config", "runtime", "network", "k8s", "cluster", "secrets", "meta", "etcd", "v1alpha1",
+];
 
 fn meta(ns: &str, ty: &str, id: &str, version: u64, at: SystemTime) -> Metadata {
     Metadata {
@@ -46,10 +48,14 @@ fn yaml_string(s: &str) -> String {
 /// Checks namespace/type registration and sensitivity (Talos's access filter).
 fn check_access(t: &Target, ns: &str, ty: &str) -> Result<(), Status> {
     if !NAMESPACES.contains(&ns) {
-        return Err(Status::permission_denied(format!("namespace {ns:?} is not supported")));
+        return Err(Status::permission_denied(format!(
+            "namespace {ns:?} is not supported"
+        )));
     }
     if ![MC, MT, MS].iter().any(|(n, y)| *n == ns && *y == ty) {
-        return Err(Status::permission_denied(format!("resource type {ty:?} is not supported")));
+        return Err(Status::permission_denied(format!(
+            "resource type {ty:?} is not supported"
+        )));
     }
     if (ns, ty) == MC && !t.is_admin() {
         return Err(Status::permission_denied("not authorized"));
@@ -66,12 +72,22 @@ fn resources(shared: &Shared, idx: usize, ns: &str, ty: &str) -> BTreeMap<String
         let mut add = |id: &str, cfg: &crate::mcfg::StoredConfig, version: u64| {
             let text = String::from_utf8_lossy(&cfg.raw).into_owned();
             let mut m = meta(ns, ty, id, version, n.config_updated);
-            m.annotations.insert("talos.dev/yaml-spec".into(), "1".into());
+            m.annotations
+                .insert("talos.dev/yaml-spec".into(), "1".into());
             let spec = Spec {
-                proto_spec: MachineConfigSpec { yaml_marshalled: cfg.raw.clone() }.encode_to_vec(),
+                proto_spec: MachineConfigSpec {
+                    yaml_marshalled: cfg.raw.clone(),
+                }
+                .encode_to_vec(),
                 yaml_spec: yaml_string(&text),
             };
-            out.insert(id.to_string(), Resource { metadata: Some(m), spec: Some(spec) });
+            out.insert(
+                id.to_string(),
+                Resource {
+                    metadata: Some(m),
+                    spec: Some(spec),
+                },
+            );
         };
         if let Some(a) = &n.active {
             add("v1alpha1", a, n.config_version);
@@ -89,26 +105,47 @@ fn resources(shared: &Shared, idx: usize, ns: &str, ty: &str) -> BTreeMap<String
             Some(MachineType::Worker) => (3, "worker"),
         };
         let spec = Spec {
-            proto_spec: MachineTypeSpec { machine_type: value }.encode_to_vec(),
+            proto_spec: MachineTypeSpec {
+                machine_type: value,
+            }
+            .encode_to_vec(),
             yaml_spec: format!("{name}\n"),
         };
         out.insert(
             "machine-type".into(),
-            Resource { metadata: Some(meta(ns, ty, "machine-type", n.config_version + 1, n.config_updated)), spec: Some(spec) },
+            Resource {
+                metadata: Some(meta(
+                    ns,
+                    ty,
+                    "machine-type",
+                    n.config_version + 1,
+                    n.config_updated,
+                )),
+                spec: Some(spec),
+            },
         );
     } else if (ns, ty) == MS {
         let ready = matches!(n.stage, Stage::Running | Stage::Maintenance);
         let spec = MachineStatusSpec {
             stage: n.stage.proto() as i32,
-            status: Some(MachineStatusStatus { ready, unmet_conditions: vec![] }),
+            status: Some(MachineStatusStatus {
+                ready,
+                unmet_conditions: vec![],
+            }),
         };
-        let yaml = format!("stage: {}\nstatus:\n    ready: {ready}\n", n.stage.yaml_name());
+        let yaml = format!(
+            "stage: {}\nstatus:\n    ready: {ready}\n",
+            n.stage.yaml_name()
+        );
         let version = n.generation * 8 + n.stage.proto() as u64;
         out.insert(
             "machine".into(),
             Resource {
                 metadata: Some(meta(ns, ty, "machine", version, SystemTime::now())),
-                spec: Some(Spec { proto_spec: spec.encode_to_vec(), yaml_spec: yaml }),
+                spec: Some(Spec {
+                    proto_spec: spec.encode_to_vec(),
+                    yaml_spec: yaml,
+                }),
             },
         );
     }
@@ -116,24 +153,37 @@ fn resources(shared: &Shared, idx: usize, ns: &str, ty: &str) -> BTreeMap<String
 }
 
 fn version_of(r: &Resource) -> String {
-    r.metadata.as_ref().map(|m| m.version.clone()).unwrap_or_default()
+    r.metadata
+        .as_ref()
+        .map(|m| m.version.clone())
+        .unwrap_or_default()
 }
 
 fn event(resource: Resource, ty: EventType, old: Option<Resource>) -> WatchResponse {
     WatchResponse {
-        event: vec![Event { resource: Some(resource), event_type: ty as i32, old, error: None, bookmark: None }],
+        event: vec![Event {
+            resource: Some(resource),
+            event_type: ty as i32,
+            old,
+            error: None,
+            bookmark: None,
+        }],
     }
 }
 
 #[tonic::async_trait]
 impl CosiState for Cosi {
     async fn get(&self, request: Request<GetRequest>) -> Result<Response<GetResponse>, Status> {
-        let t = self.0.single(request.metadata(), "/cosi.resource.State/Get")?;
+        let t = self
+            .0
+            .single(request.metadata(), "/cosi.resource.State/Get")?;
         let r = request.get_ref();
         check_access(&t, &r.namespace, &r.r#type)?;
         let mut all = resources(&self.0.shared, t.idx, &r.namespace, &r.r#type);
         match all.remove(&r.id) {
-            Some(resource) => Ok(Response::new(GetResponse { resource: Some(resource) })),
+            Some(resource) => Ok(Response::new(GetResponse {
+                resource: Some(resource),
+            })),
             None => Err(Status::not_found(format!(
                 "resource {}({}/{}@undefined) doesn't exist",
                 r.r#type, r.namespace, r.id
@@ -142,20 +192,35 @@ impl CosiState for Cosi {
     }
 
     type ListStream = BoxStream<ListResponse>;
-    async fn list(&self, request: Request<ListRequest>) -> Result<Response<Self::ListStream>, Status> {
-        let t = self.0.single(request.metadata(), "/cosi.resource.State/List")?;
+    async fn list(
+        &self,
+        request: Request<ListRequest>,
+    ) -> Result<Response<Self::ListStream>, Status> {
+        let t = self
+            .0
+            .single(request.metadata(), "/cosi.resource.State/List")?;
         let r = request.get_ref();
         check_access(&t, &r.namespace, &r.r#type)?;
-        let items: Vec<Result<ListResponse, Status>> = resources(&self.0.shared, t.idx, &r.namespace, &r.r#type)
-            .into_values()
-            .map(|resource| Ok(ListResponse { resource: Some(resource) }))
-            .collect();
+        let items: Vec<Result<ListResponse, Status>> =
+            resources(&self.0.shared, t.idx, &r.namespace, &r.r#type)
+                .into_values()
+                .map(|resource| {
+                    Ok(ListResponse {
+                        resource: Some(resource),
+                    })
+                })
+                .collect();
         Ok(Response::new(Box::pin(tokio_stream::iter(items))))
     }
 
     type WatchStream = BoxStream<WatchResponse>;
-    async fn watch(&self, request: Request<WatchRequest>) -> Result<Response<Self::WatchStream>, Status> {
-        let t = self.0.single(request.metadata(), "/cosi.resource.State/Watch")?;
+    async fn watch(
+        &self,
+        request: Request<WatchRequest>,
+    ) -> Result<Response<Self::WatchStream>, Status> {
+        let t = self
+            .0
+            .single(request.metadata(), "/cosi.resource.State/Watch")?;
         let r = request.get_ref().clone();
         check_access(&t, &r.namespace, &r.r#type)?;
         let shared = self.0.shared.clone();
@@ -176,7 +241,10 @@ impl CosiState for Cosi {
                 let first = match seen.get(id) {
                     Some(res) => event(res.clone(), EventType::Created, None),
                     None => event(
-                        Resource { metadata: Some(meta(&r.namespace, &r.r#type, id, 0, SystemTime::now())), spec: None },
+                        Resource {
+                            metadata: Some(meta(&r.namespace, &r.r#type, id, 0, SystemTime::now())),
+                            spec: None,
+                        },
                         EventType::Destroyed,
                         None,
                     ),
@@ -186,13 +254,23 @@ impl CosiState for Cosi {
                 }
             } else if r.options.as_ref().is_some_and(|o| o.bootstrap_contents) {
                 for res in seen.values() {
-                    if tx.send(Ok(event(res.clone(), EventType::Created, None))).await.is_err() {
+                    if tx
+                        .send(Ok(event(res.clone(), EventType::Created, None)))
+                        .await
+                        .is_err()
+                    {
                         return;
                     }
                 }
                 if r.api_version >= 1 {
                     let boot = WatchResponse {
-                        event: vec![Event { resource: None, event_type: EventType::Bootstrapped as i32, old: None, error: None, bookmark: None }],
+                        event: vec![Event {
+                            resource: None,
+                            event_type: EventType::Bootstrapped as i32,
+                            old: None,
+                            error: None,
+                            bookmark: None,
+                        }],
                     };
                     if tx.send(Ok(boot)).await.is_err() {
                         return;
@@ -228,6 +306,8 @@ impl CosiState for Cosi {
                 seen = now;
             }
         });
-        Ok(Response::new(Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))))
+        Ok(Response::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        )))
     }
 }

@@ -14,8 +14,13 @@ pub struct Image(pub Ctx);
 #[tonic::async_trait]
 impl ImageService for Image {
     type ListStream = BoxStream<ImageServiceListResponse>;
-    async fn list(&self, request: Request<ImageServiceListRequest>) -> Result<Response<Self::ListStream>, Status> {
-        let t = self.0.single(request.metadata(), "/machine.ImageService/List")?;
+    async fn list(
+        &self,
+        request: Request<ImageServiceListRequest>,
+    ) -> Result<Response<Self::ListStream>, Status> {
+        let t = self
+            .0
+            .single(request.metadata(), "/machine.ImageService/List")?;
         let st = self.0.shared.lock();
         let items: Vec<Result<ImageServiceListResponse, Status>> = st.nodes[t.idx]
             .images
@@ -24,7 +29,10 @@ impl ImageService for Image {
                 use sha2::Digest;
                 Ok(ImageServiceListResponse {
                     name: name.clone(),
-                    digest: format!("sha256:{}", hex::encode(sha2::Sha256::digest(name.as_bytes()))),
+                    digest: format!(
+                        "sha256:{}",
+                        hex::encode(sha2::Sha256::digest(name.as_bytes()))
+                    ),
                     size: 100 * 1024 * 1024,
                     created_at: None,
                     labels: Default::default(),
@@ -35,17 +43,26 @@ impl ImageService for Image {
     }
 
     type PullStream = BoxStream<ImageServicePullResponse>;
-    async fn pull(&self, request: Request<ImageServicePullRequest>) -> Result<Response<Self::PullStream>, Status> {
-        let t = self.0.single(request.metadata(), "/machine.ImageService/Pull")?;
+    async fn pull(
+        &self,
+        request: Request<ImageServicePullRequest>,
+    ) -> Result<Response<Self::PullStream>, Status> {
+        let t = self
+            .0
+            .single(request.metadata(), "/machine.ImageService/Pull")?;
         let image = request.get_ref().image_ref.trim().to_string();
         if image.is_empty() {
             return Err(Status::invalid_argument("image reference is required"));
         }
-        self.0.shared.lock().nodes[t.idx].images.insert(image.clone());
+        self.0.shared.lock().nodes[t.idx]
+            .images
+            .insert(image.clone());
         let progress = |status: image_service_pull_layer_progress::Status, offset: i64| {
             Ok(ImageServicePullResponse {
                 response: Some(PullResp::PullProgress(ImageServicePullProgress {
-                    layer_id: "sha256:0000000000000000000000000000000000000000000000000000000000000001".into(),
+                    layer_id:
+                        "sha256:0000000000000000000000000000000000000000000000000000000000000001"
+                            .into(),
                     progress: Some(ImageServicePullLayerProgress {
                         status: status as i32,
                         elapsed: prost_types::Duration::try_from(Duration::from_millis(10)).ok(),
@@ -61,13 +78,20 @@ impl ImageService for Image {
             progress(S::DownloadComplete, 1024),
             progress(S::Extracting, 0),
             progress(S::ExtractComplete, 1024),
-            Ok(ImageServicePullResponse { response: Some(PullResp::Name(image)) }),
+            Ok(ImageServicePullResponse {
+                response: Some(PullResp::Name(image)),
+            }),
         ];
         Ok(Response::new(Box::pin(tokio_stream::iter(out))))
     }
 
-    async fn remove(&self, request: Request<ImageServiceRemoveRequest>) -> Result<Response<()>, Status> {
-        let t = self.0.single(request.metadata(), "/machine.ImageService/Remove")?;
+    async fn remove(
+        &self,
+        request: Request<ImageServiceRemoveRequest>,
+    ) -> Result<Response<()>, Status> {
+        let t = self
+            .0
+            .single(request.metadata(), "/machine.ImageService/Remove")?;
         let image = request.get_ref().image_ref.trim().to_string();
         if !self.0.shared.lock().nodes[t.idx].images.remove(&image) {
             return Err(Status::not_found(format!("image {image:?}: not found")));

@@ -54,10 +54,12 @@ fn etcd_node_check(shared: &Shared, t: &Target, api: &str) -> Result<(), Status>
     let st = shared.lock();
     let n = &st.nodes[t.idx];
     match n.machine_type() {
-        None => Err(Status::unimplemented(format!("machine type is not set, cannot use {api} API"))),
-        Some(mt) if !mt.is_control_plane() => {
-            Err(Status::unimplemented(format!("{api} is only available on control plane nodes")))
-        }
+        None => Err(Status::unimplemented(format!(
+            "machine type is not set, cannot use {api} API"
+        ))),
+        Some(mt) if !mt.is_control_plane() => Err(Status::unimplemented(format!(
+            "{api} is only available on control plane nodes"
+        ))),
         _ => Ok(()),
     }
 }
@@ -80,7 +82,12 @@ fn ts(t: SystemTime) -> prost_types::Timestamp {
 fn chunks(bytes: Vec<u8>, size: usize) -> BoxStream<Data> {
     let items: Vec<Result<Data, Status>> = bytes
         .chunks(size)
-        .map(|c| Ok(Data { metadata: None, bytes: c.to_vec() }))
+        .map(|c| {
+            Ok(Data {
+                metadata: None,
+                bytes: c.to_vec(),
+            })
+        })
         .collect();
     Box::pin(tokio_stream::iter(items))
 }
@@ -90,16 +97,26 @@ fn kubeconfig(shared: &Shared, t: &Target) -> Result<Vec<u8>, Status> {
         let st = shared.lock();
         let n = &st.nodes[t.idx];
         match n.machine_type() {
-            None => return Err(Status::unimplemented("machine type is not set, cannot use kubeconfig API")),
+            None => {
+                return Err(Status::unimplemented(
+                    "machine type is not set, cannot use kubeconfig API",
+                ));
+            }
             Some(mt) if !mt.is_control_plane() => {
-                return Err(Status::unimplemented("kubeconfig is only available on control plane nodes"));
+                return Err(Status::unimplemented(
+                    "kubeconfig is only available on control plane nodes",
+                ));
             }
             _ => {}
         }
-        n.active.clone().ok_or_else(|| Status::internal("no config"))?
+        n.active
+            .clone()
+            .ok_or_else(|| Status::internal("no config"))?
     };
     let Some((ca_crt, ca_key)) = cfg.k8s_ca() else {
-        return Err(Status::failed_precondition("k8s API server CA config is not set"));
+        return Err(Status::failed_precondition(
+            "k8s API server CA config is not set",
+        ));
     };
     let issued = pki::kubeconfig_admin_cert(&ca_crt, &ca_key)
         .map_err(|e| Status::internal(format!("failed to generate kubeconfig: {e}")))?;
@@ -115,11 +132,19 @@ fn kubeconfig(shared: &Shared, t: &Target) -> Result<Vec<u8>, Status> {
         crt = b64(&issued.cert_pem),
         key = b64(&issued.key_pem),
     );
-    let mut tar = tar::Builder::new(flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default()));
+    let mut tar = tar::Builder::new(flate2::write::GzEncoder::new(
+        Vec::new(),
+        flate2::Compression::default(),
+    ));
     let mut header = tar::Header::new_gnu();
     header.set_size(text.len() as u64);
     header.set_mode(0o600);
-    header.set_mtime(SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0));
+    header.set_mtime(
+        SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0),
+    );
     header.set_cksum();
     let archive = (|| -> std::io::Result<Vec<u8>> {
         tar.append_data(&mut header, "kubeconfig", text.as_bytes())?;
@@ -131,12 +156,22 @@ fn kubeconfig(shared: &Shared, t: &Target) -> Result<Vec<u8>, Status> {
     Ok(archive)
 }
 
-fn service_info(id: &str, state: &str, healthy: Option<bool>, msg: &str, at: SystemTime) -> ServiceInfo {
+fn service_info(
+    id: &str,
+    state: &str,
+    healthy: Option<bool>,
+    msg: &str,
+    at: SystemTime,
+) -> ServiceInfo {
     ServiceInfo {
         id: id.into(),
         state: state.into(),
         events: Some(ServiceEvents {
-            events: vec![ServiceEvent { msg: msg.into(), state: state.into(), ts: Some(ts(at)) }],
+            events: vec![ServiceEvent {
+                msg: msg.into(),
+                state: state.into(),
+                ts: Some(ts(at)),
+            }],
         }),
         health: Some(ServiceHealth {
             unknown: healthy.is_none(),
@@ -147,18 +182,37 @@ fn service_info(id: &str, state: &str, healthy: Option<bool>, msg: &str, at: Sys
     }
 }
 
+/// The legacy upgrade's etcd pre-check: a member that is down or unreachable blocks it.
+fn unhealthy_etcd_member(st: &state::State) -> Option<u64> {
+    let members = st.etcd.as_ref()?;
+    members
+        .iter()
+        .find(|m| {
+            st.nodes
+                .get(m.node)
+                .is_some_and(|x| x.faults.etcd_down || !x.listening())
+        })
+        .map(|m| m.id)
+}
+
 impl Machine {
     fn shared(&self) -> &std::sync::Arc<Shared> {
         &self.0.shared
     }
 
     fn events_stream(&self, t: &Target, req: &EventsRequest) -> Result<BoxStream<Event>, Status> {
-        let set = [req.tail_events != 0, !req.tail_id.is_empty(), req.tail_seconds != 0]
-            .iter()
-            .filter(|b| **b)
-            .count();
+        let set = [
+            req.tail_events != 0,
+            !req.tail_id.is_empty(),
+            req.tail_seconds != 0,
+        ]
+        .iter()
+        .filter(|b| **b)
+        .count();
         if set > 1 {
-            return Err(Status::invalid_argument("only one of tail_events, tail_id, tail_seconds can be set"));
+            return Err(Status::invalid_argument(
+                "only one of tail_events, tail_id, tail_seconds can be set",
+            ));
         }
         let actor = req.with_actor_id.clone();
         let (past, rx) = {
@@ -173,8 +227,12 @@ impl Machine {
             } else if !req.tail_id.is_empty() {
                 evs.iter().filter(|e| e.id > req.tail_id).cloned().collect()
             } else if req.tail_seconds > 0 {
-                let since = Instant::now().checked_sub(Duration::from_secs(req.tail_seconds as u64));
-                evs.iter().filter(|e| since.is_none_or(|s| e.at >= s)).cloned().collect()
+                let since =
+                    Instant::now().checked_sub(Duration::from_secs(req.tail_seconds as u64));
+                evs.iter()
+                    .filter(|e| since.is_none_or(|s| e.at >= s))
+                    .cloned()
+                    .collect()
             } else {
                 Vec::new()
             };
@@ -196,13 +254,20 @@ impl Machine {
             id: String::new(),
             actor_id: actor.clone(),
         };
-        let replay: Vec<Result<Event, Status>> =
-            past.into_iter().filter(|e| matches(e)).map(|e| Ok(to_event(e))).collect();
+        let replay: Vec<Result<Event, Status>> = past
+            .into_iter()
+            .filter(|e| matches(e))
+            .map(|e| Ok(to_event(e)))
+            .collect();
         let live = tokio_stream::wrappers::BroadcastStream::new(rx).filter_map(move |r| match r {
             Ok(e) if matches(&e) => Some(Ok(to_event(e))),
             _ => None,
         });
-        Ok(Box::pin(tokio_stream::once(Ok(hello)).chain(tokio_stream::iter(replay)).chain(live)))
+        Ok(Box::pin(
+            tokio_stream::once(Ok(hello))
+                .chain(tokio_stream::iter(replay))
+                .chain(live),
+        ))
     }
 }
 
@@ -214,31 +279,49 @@ impl MachineService for Machine {
     ) -> Result<Response<ApplyConfigurationResponse>, Status> {
         let req = request.get_ref();
         let shared = self.shared().clone();
-        let messages = self.0.unary(request.metadata(), &path("ApplyConfiguration"), |t| {
-            one(apply::apply(&shared, t, req)?)
-        })?;
+        let messages = self
+            .0
+            .unary(request.metadata(), &path("ApplyConfiguration"), |t| {
+                one(apply::apply(&shared, t, req)?)
+            })?;
         Ok(Response::new(ApplyConfigurationResponse { messages }))
     }
 
-    async fn bootstrap(&self, request: Request<BootstrapRequest>) -> Result<Response<BootstrapResponse>, Status> {
+    async fn bootstrap(
+        &self,
+        request: Request<BootstrapRequest>,
+    ) -> Result<Response<BootstrapResponse>, Status> {
         let shared = self.shared().clone();
         let messages = self.0.unary(request.metadata(), &path("Bootstrap"), |t| {
             let mut st = shared.lock();
             let n = &st.nodes[t.idx];
             match n.machine_type() {
-                None => return Err(Status::unimplemented("machine type is not set, cannot use bootstrap API")),
+                None => {
+                    return Err(Status::unimplemented(
+                        "machine type is not set, cannot use bootstrap API",
+                    ));
+                }
                 Some(mt) if !mt.is_control_plane() => {
-                    return Err(Status::unimplemented("bootstrap is only available on control plane nodes"));
+                    return Err(Status::unimplemented(
+                        "bootstrap is only available on control plane nodes",
+                    ));
                 }
                 _ => {}
             }
             if n.etcd_data {
                 return Err(Status::already_exists("etcd data directory is not empty"));
             }
-            st.etcd = Some(vec![state::EtcdMember { node: t.idx, id: rand::random::<u64>() >> 1 }]);
+            st.etcd = Some(vec![state::EtcdMember {
+                node: t.idx,
+                id: rand::random::<u64>() >> 1,
+            }]);
             st.nodes[t.idx].etcd_data = true;
             shared.sync_etcd(&mut st);
-            let ev = state::service_event("etcd", service_state_event::Action::Running, "Health check successful");
+            let ev = state::service_event(
+                "etcd",
+                service_state_event::Action::Running,
+                "Health check successful",
+            );
             shared.publish(&mut st, t.idx, "", ev);
             one(Bootstrap { metadata: None })
         })?;
@@ -246,9 +329,14 @@ impl MachineService for Machine {
     }
 
     type EventsStream = BoxStream<Event>;
-    async fn events(&self, request: Request<EventsRequest>) -> Result<Response<Self::EventsStream>, Status> {
+    async fn events(
+        &self,
+        request: Request<EventsRequest>,
+    ) -> Result<Response<Self::EventsStream>, Status> {
         let req = request.get_ref();
-        let s = self.0.streaming(request.metadata(), &path("Events"), |t| self.events_stream(t, req))?;
+        let s = self.0.streaming(request.metadata(), &path("Events"), |t| {
+            self.events_stream(t, req)
+        })?;
         Ok(Response::new(s))
     }
 
@@ -258,33 +346,35 @@ impl MachineService for Machine {
     ) -> Result<Response<EtcdMemberListResponse>, Status> {
         let shared = self.shared().clone();
         let query_local = request.get_ref().query_local;
-        let messages = self.0.unary(request.metadata(), &path("EtcdMemberList"), |t| {
-            etcd_node_check(&shared, t, "member list")?;
-            let st = shared.lock();
-            let me = &st.nodes[t.idx];
-            let Some(members) = st.etcd.as_ref() else {
-                return Err(etcd_refused(&me.address.to_string()));
-            };
-            if query_local && (!me.etcd_data || me.faults.etcd_down) {
-                return Err(etcd_refused(&me.address.to_string()));
-            }
-            let list: Vec<EtcdMember> = members
-                .iter()
-                .filter_map(|m| st.nodes.get(m.node).map(|n| (m, n)))
-                .map(|(m, n)| EtcdMember {
-                    id: m.id,
-                    hostname: n.hostname.clone(),
-                    peer_urls: vec![format!("https://{}:2380", n.address)],
-                    client_urls: vec![format!("https://{}:2379", n.address)],
-                    is_learner: false,
+        let messages = self
+            .0
+            .unary(request.metadata(), &path("EtcdMemberList"), |t| {
+                etcd_node_check(&shared, t, "member list")?;
+                let st = shared.lock();
+                let me = &st.nodes[t.idx];
+                let Some(members) = st.etcd.as_ref() else {
+                    return Err(etcd_refused(&me.address.to_string()));
+                };
+                if query_local && (!me.etcd_data || me.faults.etcd_down) {
+                    return Err(etcd_refused(&me.address.to_string()));
+                }
+                let list: Vec<EtcdMember> = members
+                    .iter()
+                    .filter_map(|m| st.nodes.get(m.node).map(|n| (m, n)))
+                    .map(|(m, n)| EtcdMember {
+                        id: m.id,
+                        hostname: n.hostname.clone(),
+                        peer_urls: vec![format!("https://{}:2380", n.address)],
+                        client_urls: vec![format!("https://{}:2379", n.address)],
+                        is_learner: false,
+                    })
+                    .collect();
+                one(EtcdMembers {
+                    metadata: None,
+                    legacy_members: list.iter().map(|m| m.hostname.clone()).collect(),
+                    members: list,
                 })
-                .collect();
-            one(EtcdMembers {
-                metadata: None,
-                legacy_members: list.iter().map(|m| m.hostname.clone()).collect(),
-                members: list,
-            })
-        })?;
+            })?;
         Ok(Response::new(EtcdMemberListResponse { messages }))
     }
 
@@ -294,20 +384,22 @@ impl MachineService for Machine {
     ) -> Result<Response<EtcdRemoveMemberByIdResponse>, Status> {
         let shared = self.shared().clone();
         let id = request.get_ref().member_id;
-        let messages = self.0.unary(request.metadata(), &path("EtcdRemoveMemberByID"), |t| {
-            etcd_node_check(&shared, t, "etcd remove member")?;
-            let mut st = shared.lock();
-            let ip = st.nodes[t.idx].address.to_string();
-            let members = st.etcd.as_mut().ok_or_else(|| etcd_refused(&ip))?;
-            let Some(pos) = members.iter().position(|m| m.id == id) else {
-                return Err(Status::unknown("etcdserver: member not found"));
-            };
-            let removed = members.remove(pos);
-            if let Some(n) = st.nodes.get_mut(removed.node) {
-                n.etcd_data = false;
-            }
-            one(EtcdRemoveMemberById { metadata: None })
-        })?;
+        let messages = self
+            .0
+            .unary(request.metadata(), &path("EtcdRemoveMemberByID"), |t| {
+                etcd_node_check(&shared, t, "etcd remove member")?;
+                let mut st = shared.lock();
+                let ip = st.nodes[t.idx].address.to_string();
+                let members = st.etcd.as_mut().ok_or_else(|| etcd_refused(&ip))?;
+                let Some(pos) = members.iter().position(|m| m.id == id) else {
+                    return Err(Status::unknown("etcdserver: member not found"));
+                };
+                let removed = members.remove(pos);
+                if let Some(n) = st.nodes.get_mut(removed.node) {
+                    n.etcd_data = false;
+                }
+                one(EtcdRemoveMemberById { metadata: None })
+            })?;
         Ok(Response::new(EtcdRemoveMemberByIdResponse { messages }))
     }
 
@@ -316,15 +408,17 @@ impl MachineService for Machine {
         request: Request<EtcdLeaveClusterRequest>,
     ) -> Result<Response<EtcdLeaveClusterResponse>, Status> {
         let shared = self.shared().clone();
-        let messages = self.0.unary(request.metadata(), &path("EtcdLeaveCluster"), |t| {
-            etcd_node_check(&shared, t, "etcd leave cluster")?;
-            let mut st = shared.lock();
-            if let Some(members) = st.etcd.as_mut() {
-                members.retain(|m| m.node != t.idx);
-            }
-            st.nodes[t.idx].etcd_data = false;
-            one(EtcdLeaveCluster { metadata: None })
-        })?;
+        let messages = self
+            .0
+            .unary(request.metadata(), &path("EtcdLeaveCluster"), |t| {
+                etcd_node_check(&shared, t, "etcd leave cluster")?;
+                let mut st = shared.lock();
+                if let Some(members) = st.etcd.as_mut() {
+                    members.retain(|m| m.node != t.idx);
+                }
+                st.nodes[t.idx].etcd_data = false;
+                one(EtcdLeaveCluster { metadata: None })
+            })?;
         Ok(Response::new(EtcdLeaveClusterResponse { messages }))
     }
 
@@ -333,15 +427,20 @@ impl MachineService for Machine {
         request: Request<EtcdForfeitLeadershipRequest>,
     ) -> Result<Response<EtcdForfeitLeadershipResponse>, Status> {
         let shared = self.shared().clone();
-        let messages = self.0.unary(request.metadata(), &path("EtcdForfeitLeadership"), |t| {
-            etcd_node_check(&shared, t, "etcd forfeit leadership")?;
-            let st = shared.lock();
-            let me = &st.nodes[t.idx];
-            if st.etcd.is_none() || !me.etcd_data {
-                return Err(etcd_refused("127.0.0.1"));
-            }
-            one(EtcdForfeitLeadership { metadata: None, member: me.hostname.clone() })
-        })?;
+        let messages = self
+            .0
+            .unary(request.metadata(), &path("EtcdForfeitLeadership"), |t| {
+                etcd_node_check(&shared, t, "etcd forfeit leadership")?;
+                let st = shared.lock();
+                let me = &st.nodes[t.idx];
+                if st.etcd.is_none() || !me.etcd_data {
+                    return Err(etcd_refused("127.0.0.1"));
+                }
+                one(EtcdForfeitLeadership {
+                    metadata: None,
+                    member: me.hostname.clone(),
+                })
+            })?;
         Ok(Response::new(EtcdForfeitLeadershipResponse { messages }))
     }
 
@@ -351,31 +450,42 @@ impl MachineService for Machine {
         request: Request<EtcdSnapshotRequest>,
     ) -> Result<Response<Self::EtcdSnapshotStream>, Status> {
         let shared = self.shared().clone();
-        let s = self.0.streaming(request.metadata(), &path("EtcdSnapshot"), |t| {
-            etcd_node_check(&shared, t, "etcd snapshot")?;
-            let st = shared.lock();
-            let me = &st.nodes[t.idx];
-            let Some(members) = st.etcd.as_ref() else {
-                return Err(etcd_refused("127.0.0.1"));
-            };
-            if !me.etcd_data || me.faults.etcd_down {
-                return Err(etcd_refused("127.0.0.1"));
-            }
-            // Not a bbolt file: a recognisable blob, large enough to span several chunks.
-            let mut blob = format!("talos-sim etcd snapshot\nmembers: {}\n", members.len()).into_bytes();
-            blob.resize(64 * 1024, 0);
-            Ok(chunks(blob, 16 * 1024))
-        })?;
+        let s = self
+            .0
+            .streaming(request.metadata(), &path("EtcdSnapshot"), |t| {
+                etcd_node_check(&shared, t, "etcd snapshot")?;
+                let st = shared.lock();
+                let me = &st.nodes[t.idx];
+                let Some(members) = st.etcd.as_ref() else {
+                    return Err(etcd_refused("127.0.0.1"));
+                };
+                if !me.etcd_data || me.faults.etcd_down {
+                    return Err(etcd_refused("127.0.0.1"));
+                }
+                // Not a bbolt file: a recognisable blob, large enough to span several chunks.
+                let mut blob =
+                    format!("talos-sim etcd snapshot\nmembers: {}\n", members.len()).into_bytes();
+                blob.resize(64 * 1024, 0);
+                Ok(chunks(blob, 16 * 1024))
+            })?;
         Ok(Response::new(s))
     }
 
-    async fn etcd_status(&self, request: Request<()>) -> Result<Response<EtcdStatusResponse>, Status> {
+    async fn etcd_status(
+        &self,
+        request: Request<()>,
+    ) -> Result<Response<EtcdStatusResponse>, Status> {
         let shared = self.shared().clone();
         let messages = self.0.unary(request.metadata(), &path("EtcdStatus"), |t| {
             etcd_node_check(&shared, t, "etcd status")?;
             let st = shared.lock();
             let me = &st.nodes[t.idx];
-            let wrap = |s: Status| Status::new(s.code(), format!("failed to query etcd status: {}", s.message()));
+            let wrap = |s: Status| {
+                Status::new(
+                    s.code(),
+                    format!("failed to query etcd status: {}", s.message()),
+                )
+            };
             let Some(members) = st.etcd.as_ref() else {
                 return Err(wrap(etcd_refused("127.0.0.1")));
             };
@@ -385,7 +495,9 @@ impl MachineService for Machine {
             if me.faults.etcd_down {
                 return Err(wrap(etcd_refused("127.0.0.1")));
             }
-            let leader = members.iter().find(|m| st.nodes.get(m.node).is_some_and(|n| !n.faults.etcd_down));
+            let leader = members
+                .iter()
+                .find(|m| st.nodes.get(m.node).is_some_and(|n| !n.faults.etcd_down));
             one(EtcdStatus {
                 metadata: None,
                 member_status: Some(EtcdMemberStatus {
@@ -410,19 +522,30 @@ impl MachineService for Machine {
         let shared = self.shared().clone();
         let messages = self.0.unary(request.metadata(), &path("Hostname"), |t| {
             let st = shared.lock();
-            one(Hostname { metadata: None, hostname: st.nodes[t.idx].hostname.clone() })
+            one(Hostname {
+                metadata: None,
+                hostname: st.nodes[t.idx].hostname.clone(),
+            })
         })?;
         Ok(Response::new(HostnameResponse { messages }))
     }
 
     type KubeconfigStream = BoxStream<Data>;
-    async fn kubeconfig(&self, request: Request<()>) -> Result<Response<Self::KubeconfigStream>, Status> {
+    async fn kubeconfig(
+        &self,
+        request: Request<()>,
+    ) -> Result<Response<Self::KubeconfigStream>, Status> {
         let shared = self.shared().clone();
-        let s = self.0.streaming(request.metadata(), &path("Kubeconfig"), |t| {
-            let archive = kubeconfig(&shared, t)?;
-            // The whole archive in a single message (api.md §17).
-            Ok(Box::pin(tokio_stream::once(Ok(Data { metadata: None, bytes: archive }))) as BoxStream<Data>)
-        })?;
+        let s = self
+            .0
+            .streaming(request.metadata(), &path("Kubeconfig"), |t| {
+                let archive = kubeconfig(&shared, t)?;
+                // The whole archive in a single message (api.md §17).
+                Ok(Box::pin(tokio_stream::once(Ok(Data {
+                    metadata: None,
+                    bytes: archive,
+                }))) as BoxStream<Data>)
+            })?;
         Ok(Response::new(s))
     }
 
@@ -430,14 +553,21 @@ impl MachineService for Machine {
         let messages = self.0.unary(request.metadata(), &path("Memory"), |_| {
             one(Memory {
                 metadata: None,
-                meminfo: Some(MemInfo { memtotal: 8_148_000, memfree: 6_000_000, memavailable: 7_000_000 }),
+                meminfo: Some(MemInfo {
+                    memtotal: 8_148_000,
+                    memfree: 6_000_000,
+                    memavailable: 7_000_000,
+                }),
             })
         })?;
         Ok(Response::new(MemoryResponse { messages }))
     }
 
     type ReadStream = BoxStream<Data>;
-    async fn read(&self, request: Request<ReadRequest>) -> Result<Response<Self::ReadStream>, Status> {
+    async fn read(
+        &self,
+        request: Request<ReadRequest>,
+    ) -> Result<Response<Self::ReadStream>, Status> {
         let shared = self.shared().clone();
         let p = request.get_ref().path.clone();
         let s = self.0.streaming(request.metadata(), &path("Read"), |t| {
@@ -449,24 +579,37 @@ impl MachineService for Machine {
                 "/proc" | "/proc/sys" | "/etc" | "/" => {
                     return Err(Status::unknown("path must be a regular file"));
                 }
-                _ => return Err(Status::not_found(format!("stat {p}: no such file or directory"))),
+                _ => {
+                    return Err(Status::not_found(format!(
+                        "stat {p}: no such file or directory"
+                    )));
+                }
             };
             Ok(chunks(content, 1024))
         })?;
         Ok(Response::new(s))
     }
 
-    async fn reboot(&self, request: Request<RebootRequest>) -> Result<Response<RebootResponse>, Status> {
+    async fn reboot(
+        &self,
+        request: Request<RebootRequest>,
+    ) -> Result<Response<RebootResponse>, Status> {
         let shared = self.shared().clone();
         let messages = self.0.unary(request.metadata(), &path("Reboot"), |t| {
             let actor = new_uuid();
             shared.reboot(t.idx, actor.clone(), "reboot");
-            one(Reboot { metadata: None, actor_id: actor })
+            one(Reboot {
+                metadata: None,
+                actor_id: actor,
+            })
         })?;
         Ok(Response::new(RebootResponse { messages }))
     }
 
-    async fn reset(&self, request: Request<ResetRequest>) -> Result<Response<ResetResponse>, Status> {
+    async fn reset(
+        &self,
+        request: Request<ResetRequest>,
+    ) -> Result<Response<ResetResponse>, Status> {
         let shared = self.shared().clone();
         let messages = self.0.unary(request.metadata(), &path("Reset"), |t| {
             let mut st = shared.lock();
@@ -485,39 +628,66 @@ impl MachineService for Machine {
             let actor = new_uuid();
             // The simulator always reboots after a reset (into maintenance mode).
             shared.reboot(t.idx, actor.clone(), "reset");
-            one(Reset { metadata: None, actor_id: actor })
+            one(Reset {
+                metadata: None,
+                actor_id: actor,
+            })
         })?;
         Ok(Response::new(ResetResponse { messages }))
     }
 
-    async fn service_list(&self, request: Request<()>) -> Result<Response<ServiceListResponse>, Status> {
+    async fn service_list(
+        &self,
+        request: Request<()>,
+    ) -> Result<Response<ServiceListResponse>, Status> {
         let shared = self.shared().clone();
-        let messages = self.0.unary(request.metadata(), &path("ServiceList"), |t| {
-            let st = shared.lock();
-            let n = &st.nodes[t.idx];
-            let at = n.config_updated;
-            let services = if n.maintenance() {
-                ["apid", "containerd", "machined"]
-                    .iter()
-                    .map(|s| service_info(s, "Running", Some(true), "Health check successful", at))
-                    .collect()
-            } else {
-                services_for(n.is_control_plane())
-                    .into_iter()
-                    .map(|s| match s {
-                        "etcd" if n.faults.etcd_down => {
-                            service_info(s, "Running", Some(false), "Health check failed: context deadline exceeded", at)
-                        }
-                        "etcd" if n.etcd_data && st.etcd.is_some() => {
+        let messages = self
+            .0
+            .unary(request.metadata(), &path("ServiceList"), |t| {
+                let st = shared.lock();
+                let n = &st.nodes[t.idx];
+                let at = n.config_updated;
+                let services = if n.maintenance() {
+                    ["apid", "containerd", "machined"]
+                        .iter()
+                        .map(|s| {
                             service_info(s, "Running", Some(true), "Health check successful", at)
-                        }
-                        "etcd" => service_info(s, "Preparing", None, "Running pre state", at),
-                        _ => service_info(s, "Running", Some(true), "Health check successful", at),
-                    })
-                    .collect()
-            };
-            one(ServiceList { metadata: None, services })
-        })?;
+                        })
+                        .collect()
+                } else {
+                    services_for(n.is_control_plane())
+                        .into_iter()
+                        .map(|s| match s {
+                            "etcd" if n.faults.etcd_down => service_info(
+                                s,
+                                "Running",
+                                Some(false),
+                                "Health check failed: context deadline exceeded",
+                                at,
+                            ),
+                            "etcd" if n.etcd_data && st.etcd.is_some() => service_info(
+                                s,
+                                "Running",
+                                Some(true),
+                                "Health check successful",
+                                at,
+                            ),
+                            "etcd" => service_info(s, "Preparing", None, "Running pre state", at),
+                            _ => service_info(
+                                s,
+                                "Running",
+                                Some(true),
+                                "Health check successful",
+                                at,
+                            ),
+                        })
+                        .collect()
+                };
+                one(ServiceList {
+                    metadata: None,
+                    services,
+                })
+            })?;
         Ok(Response::new(ServiceListResponse { messages }))
     }
 
@@ -526,29 +696,53 @@ impl MachineService for Machine {
         request: Request<ServiceRestartRequest>,
     ) -> Result<Response<ServiceRestartResponse>, Status> {
         let id = request.get_ref().id.clone();
-        let messages = self.0.unary(request.metadata(), &path("ServiceRestart"), |_| {
-            one(ServiceRestart { metadata: None, resp: format!("Service {id:?} restarted") })
-        })?;
+        let messages = self
+            .0
+            .unary(request.metadata(), &path("ServiceRestart"), |_| {
+                one(ServiceRestart {
+                    metadata: None,
+                    resp: format!("Service {id:?} restarted"),
+                })
+            })?;
         Ok(Response::new(ServiceRestartResponse { messages }))
     }
 
-    async fn service_start(&self, request: Request<ServiceStartRequest>) -> Result<Response<ServiceStartResponse>, Status> {
+    async fn service_start(
+        &self,
+        request: Request<ServiceStartRequest>,
+    ) -> Result<Response<ServiceStartResponse>, Status> {
         let id = request.get_ref().id.clone();
-        let messages = self.0.unary(request.metadata(), &path("ServiceStart"), |_| {
-            one(ServiceStart { metadata: None, resp: format!("Service {id:?} started") })
-        })?;
+        let messages = self
+            .0
+            .unary(request.metadata(), &path("ServiceStart"), |_| {
+                one(ServiceStart {
+                    metadata: None,
+                    resp: format!("Service {id:?} started"),
+                })
+            })?;
         Ok(Response::new(ServiceStartResponse { messages }))
     }
 
-    async fn service_stop(&self, request: Request<ServiceStopRequest>) -> Result<Response<ServiceStopResponse>, Status> {
+    async fn service_stop(
+        &self,
+        request: Request<ServiceStopRequest>,
+    ) -> Result<Response<ServiceStopResponse>, Status> {
         let id = request.get_ref().id.clone();
-        let messages = self.0.unary(request.metadata(), &path("ServiceStop"), |_| {
-            one(ServiceStop { metadata: None, resp: format!("Service {id:?} stopped") })
-        })?;
+        let messages = self
+            .0
+            .unary(request.metadata(), &path("ServiceStop"), |_| {
+                one(ServiceStop {
+                    metadata: None,
+                    resp: format!("Service {id:?} stopped"),
+                })
+            })?;
         Ok(Response::new(ServiceStopResponse { messages }))
     }
 
-    async fn upgrade(&self, request: Request<UpgradeRequest>) -> Result<Response<UpgradeResponse>, Status> {
+    async fn upgrade(
+        &self,
+        request: Request<UpgradeRequest>,
+    ) -> Result<Response<UpgradeResponse>, Status> {
         let shared = self.shared().clone();
         let req = request.get_ref().clone();
         let messages = self.0.unary(request.metadata(), &path("Upgrade"), |t| {
@@ -564,17 +758,18 @@ impl MachineService for Machine {
                 )));
             };
             if let Err(msg) = version::installer_accepts(&n.version, &target) {
-                return Err(Status::unknown(format!("error validating installer image {image:?}: {msg}")));
+                return Err(Status::unknown(format!(
+                    "error validating installer image {image:?}: {msg}"
+                )));
             }
-            if n.is_control_plane() && !req.force && !req.preserve {
-                if let Some(members) = st.etcd.as_ref() {
-                    if let Some(down) = members.iter().find(|m| st.nodes.get(m.node).is_some_and(|x| x.faults.etcd_down || !x.listening())) {
-                        return Err(Status::unknown(format!(
-                            "error validating etcd for upgrade: etcd member {:x} is not healthy; all members must be healthy to perform an upgrade",
-                            down.id
-                        )));
-                    }
-                }
+            if n.is_control_plane()
+                && !req.force
+                && !req.preserve
+                && let Some(id) = unhealthy_etcd_member(&st)
+            {
+                return Err(Status::unknown(format!(
+                    "error validating etcd for upgrade: etcd member {id:x} is not healthy"
+                )));
             }
             let actor = new_uuid();
             let n = &mut st.nodes[t.idx];
@@ -586,8 +781,16 @@ impl MachineService for Machine {
             let ev = state::machine_status_event(state::Stage::Upgrading, false);
             shared.publish(&mut st, t.idx, "", ev);
             drop(st);
-            shared.reboot(t.idx, actor.clone(), if req.stage { "stageUpgrade" } else { "upgrade" });
-            one(Upgrade { metadata: None, ack: "Upgrade request received".into(), actor_id: actor })
+            shared.reboot(
+                t.idx,
+                actor.clone(),
+                if req.stage { "stageUpgrade" } else { "upgrade" },
+            );
+            one(Upgrade {
+                metadata: None,
+                ack: "Upgrade request received".into(),
+                actor_id: actor,
+            })
         })?;
         Ok(Response::new(UpgradeResponse { messages }))
     }
@@ -607,7 +810,10 @@ impl MachineService for Machine {
                     os: "linux".into(),
                     arch: "amd64".into(),
                 }),
-                platform: Some(PlatformInfo { name: "metal".into(), mode: "metal".into() }),
+                platform: Some(PlatformInfo {
+                    name: "metal".into(),
+                    mode: "metal".into(),
+                }),
                 features: (!n.maintenance()).then_some(FeaturesInfo { rbac: true }),
             })
         })?;
@@ -654,10 +860,15 @@ impl MachineService for Machine {
                 talosconfig: talosconfig.into_bytes(),
             })
         })?;
-        Ok(Response::new(GenerateClientConfigurationResponse { messages }))
+        Ok(Response::new(GenerateClientConfigurationResponse {
+            messages,
+        }))
     }
 
-    async fn image_pull(&self, request: Request<ImagePullRequest>) -> Result<Response<ImagePullResponse>, Status> {
+    async fn image_pull(
+        &self,
+        request: Request<ImagePullRequest>,
+    ) -> Result<Response<ImagePullResponse>, Status> {
         let shared = self.shared().clone();
         let reference = request.get_ref().reference.clone();
         let messages = self.0.unary(request.metadata(), &path("ImagePull"), |t| {

@@ -16,9 +16,16 @@ use tonic::service::Routes;
 use crate::routing::Ctx;
 
 pub fn routes(ctx: Ctx, max: usize) -> Routes {
-    Routes::new(MachineServiceServer::new(machine::Machine(ctx.clone())).max_decoding_message_size(max))
-        .add_service(LifecycleServiceServer::new(lifecycle::Lifecycle(ctx.clone())).max_decoding_message_size(max))
-        .add_service(ImageServiceServer::new(image::Image(ctx.clone())).max_decoding_message_size(max))
-        .add_service(ClusterServiceServer::new(cluster::Cluster(ctx.clone())).max_decoding_message_size(max))
-        .add_service(StateServer::new(cosi::Cosi(ctx)).max_decoding_message_size(max))
+    Routes::new(
+        MachineServiceServer::new(machine::Machine(ctx.clone())).max_decoding_message_size(max),
+    )
+    .add_service(
+        LifecycleServiceServer::new(lifecycle::Lifecycle(ctx.clone()))
+            .max_decoding_message_size(max),
+    )
+    .add_service(ImageServiceServer::new(image::Image(ctx.clone())).max_decoding_message_size(max))
+    .add_service(
+        ClusterServiceServer::new(cluster::Cluster(ctx.clone())).max_decoding_message_size(max),
+    )
+    .add_service(StateServer::new(cosi::Cosi(ctx)).max_decoding_message_size(max))
 }

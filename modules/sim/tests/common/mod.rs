@@ -1,0 +1,226 @@
+//! Test helpers: start a cluster on a random loopback range and talk to it with the generated
+//! tonic client stubs over our own rustls connections (mTLS or maintenance skip-verify).
+#![allow(dead_code)]
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferro_talos_proto::machine::machine_service_client::MachineServiceClient;
+use ferro_talos_sim::{Cluster, SimConfig};
+use hyper_util::rt::TokioIo;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::{ClientConfig, DigitallySignedStruct, SignatureScheme};
+use tonic::transport::{Channel, Endpoint, Uri};
+
+const CP_FIXTURE: &str = include_str!(
+    "../../../../../shared/talos/fixtures/v1.13.6/stability-v1.13-base-controlplane.yaml"
+);
+const WORKER_FIXTURE: &str =
+    include_str!("../../../../../shared/talos/fixtures/v1.13.6/stability-v1.13-base-worker.yaml");
+
+/// The golden fixtures have no install disk, which a metal node refuses; add one.
+fn with_install_disk(cfg: &str) -> String {
+    cfg.replacen(
+        "    install:\n",
+        "    install:\n        disk: /dev/sda\n",
+        1,
+    )
+}
+
+pub static CP: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| with_install_disk(CP_FIXTURE));
+pub static WORKER: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| with_install_disk(WORKER_FIXTURE));
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::aws_lc_rs::default_provider())
+}
+
+/// A random 127.x.y.1 base so parallel tests never share addresses.
+pub fn config(control_planes: usize, workers: usize) -> SimConfig {
+    let b: [u8; 2] = rand::random();
+    SimConfig {
+        control_planes,
+        workers,
+        base_address: Ipv4Addr::new(127, 100 + b[0] % 100, b[1], 1),
+        // Port 0: every node gets its own free port (kept across reboots).
+        port: 0,
+        reboot_downtime: Duration::from_millis(300),
+        ..SimConfig::default()
+    }
+}
+
+pub async fn start(control_planes: usize, workers: usize) -> Cluster {
+    Cluster::start(config(control_planes, workers))
+        .await
+        .expect("cluster starts")
+}
+
+#[derive(Debug)]
+struct NoVerify;
+
+impl ServerCertVerifier for NoVerify {
+    fn verify_server_cert(
+        &self,
+        _: &CertificateDer<'_>,
+        _: &[CertificateDer<'_>],
+        _: &ServerName<'_>,
+        _: &[u8],
+        _: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+    fn verify_tls12_signature(
+        &self,
+        _: &[u8],
+        _: &CertificateDer<'_>,
+        _: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        Ok(HandshakeSignatureValid::assertion())
+    }
+    fn verify_tls13_signature(
+        &self,
+        _: &[u8],
+        _: &CertificateDer<'_>,
+        _: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        Ok(HandshakeSignatureValid::assertion())
+    }
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        provider()
+            .signature_verification_algorithms
+            .supported_schemes()
+    }
+}
+
+/// Maintenance mode: skip verification, no client certificate.
+pub fn insecure() -> ClientConfig {
+    let mut c = ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(NoVerify))
+        .with_no_client_auth();
+    c.alpn_protocols = vec![b"h2".to_vec()];
+    c
+}
+
+/// Configured node: trust the OS CA, present a client certificate.
+pub fn mtls(ca_pem: &str, cert_pem: &str, key_pem: &str) -> ClientConfig {
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let chain: Vec<_> = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
+        .map(|c| c.unwrap())
+        .collect();
+    let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).unwrap();
+    let mut c = ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_client_auth_cert(chain, key)
+        .unwrap();
+    c.alpn_protocols = vec![b"h2".to_vec()];
+    c
+}
+
+/// The fixture's OS CA (crt, key) PEM.
+pub fn os_ca() -> (String, String) {
+    let cfg = ferro_talos_sim::mcfg::StoredConfig::parse(CP_FIXTURE.as_bytes()).unwrap();
+    let (crt, key) = cfg.os_ca().unwrap();
+    (crt, key.unwrap())
+}
+
+pub fn client_tls(roles: &[&str]) -> ClientConfig {
+    let (ca, key) = os_ca();
+    let issued = ferro_talos_sim::pki::issue_client_cert(&ca, &key, roles).unwrap();
+    mtls(&ca, &issued.cert_pem, &issued.key_pem)
+}
+
+pub fn admin() -> ClientConfig {
+    client_tls(&["os:admin"])
+}
+
+/// A channel to `addr` whose TLS is done by our connector (so the test controls everything).
+pub async fn channel(
+    addr: SocketAddr,
+    tls: ClientConfig,
+) -> Result<Channel, tonic::transport::Error> {
+    let tls = Arc::new(tls);
+    let connector = tower::service_fn(move |_: Uri| {
+        let tls = tls.clone();
+        async move {
+            let tcp = tokio::net::TcpStream::connect(addr).await?;
+            let name = ServerName::IpAddress(addr.ip().into());
+            let s = tokio_rustls::TlsConnector::from(tls)
+                .connect(name, tcp)
+                .await?;
+            Ok::<_, std::io::Error>(TokioIo::new(s))
+        }
+    });
+    Endpoint::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect_timeout(Duration::from_secs(5))
+        .connect_with_connector(connector)
+        .await
+}
+
+pub async fn machine(addr: SocketAddr, tls: ClientConfig) -> MachineServiceClient<Channel> {
+    MachineServiceClient::new(channel(addr, tls).await.expect("connects"))
+}
+
+pub fn with_node<T>(msg: T, node: &str) -> tonic::Request<T> {
+    let mut r = tonic::Request::new(msg);
+    r.metadata_mut().insert("node", node.parse().unwrap());
+    r
+}
+
+pub fn with_nodes<T>(msg: T, nodes: &[&str]) -> tonic::Request<T> {
+    let mut r = tonic::Request::new(msg);
+    for n in nodes {
+        r.metadata_mut().append("nodes", n.parse().unwrap());
+    }
+    r
+}
+
+/// Applies the fixture config to node `i` in maintenance mode and waits until it is back
+/// with mTLS.
+pub async fn configure(cluster: &Cluster, i: usize, cfg: &str) {
+    use ferro_talos_proto::machine::{
+        ApplyConfigurationRequest, apply_configuration_request::Mode,
+    };
+    let ep = cluster.endpoint(i).unwrap();
+    let mut m = machine(ep, insecure()).await;
+    let r = m
+        .apply_configuration(ApplyConfigurationRequest {
+            data: cfg.as_bytes().to_vec(),
+            mode: Mode::Auto as i32,
+            ..Default::default()
+        })
+        .await
+        .expect("apply in maintenance")
+        .into_inner();
+    assert_eq!(
+        r.messages[0].mode_details,
+        "Applied configuration without a reboot"
+    );
+    wait_back(cluster, i).await;
+}
+
+/// Waits until node `i` is down and up again (a reboot).
+pub async fn wait_back(cluster: &Cluster, i: usize) {
+    let before = cluster.node(i).unwrap().boot_id;
+    for _ in 0..200 {
+        let n = cluster.node(i).unwrap();
+        if n.boot_id != before && n.listening {
+            assert!(cluster.wait_listening(i, Duration::from_secs(5)).await);
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("node {i} did not come back");
+}
