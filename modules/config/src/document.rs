@@ -7,9 +7,25 @@ use serde_json::Value;
 /// Every document is a JSON-like tree (`serde_json::Value` with insertion order preserved).
 /// Key order inside a document does not matter here: the encoder re-orders keys the way Talos's
 /// typed structs do, so merges may simply append keys.
-#[derive(Clone, Debug, PartialEq, Default)]
+#[derive(Clone, PartialEq, Default)]
 pub struct MachineConfig {
     pub docs: Vec<Value>,
+}
+
+// Debug shows only which documents there are: a config holds secrets, and a stray `{:?}` in an
+// error message must not print them.
+impl std::fmt::Debug for MachineConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ids: Vec<String> = self
+            .docs
+            .iter()
+            .map(|d| {
+                let id = DocId::of(d);
+                if id.name.is_empty() { id.kind } else { format!("{}({})", id.kind, id.name) }
+            })
+            .collect();
+        f.debug_struct("MachineConfig").field("docs", &ids).finish()
+    }
 }
 
 /// The identity Talos matches documents by: (apiVersion, kind, name).
