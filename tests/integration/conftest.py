@@ -119,3 +119,6 @@ def fixtures():
     if not FIXTURES.is_dir():
         pytest.fail(f"golden fixtures not found at {FIXTURES}", pytrace=False)
     return FIXTURES
+
+
+from talos_sim import sim_factory  # noqa: E402,F401  (pytest fixture)
