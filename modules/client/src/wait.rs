@@ -55,8 +55,11 @@ pub struct RebootDone {
 
 /// Poll `endpoint` (targeting `node` through it when given) until the node answers
 /// again after a reboot. With `old_boot_id`, success is a different boot ID; without
-/// it (the role may not read it), success is answering again after having gone away.
-/// Each poll uses a fresh connection. Ends with a `Timeout` error at `timeout`.
+/// it (the role may not read it, or the node was in maintenance mode), success is
+/// answering with our credentials after having been unreachable or having refused
+/// them. Each poll uses a fresh connection. Ends with a `Timeout` error naming the
+/// last state seen at `timeout`; fails at once on problems waiting cannot fix
+/// (expired or unusable credentials, a role that may not call Version).
 pub async fn wait_for_reboot(
     endpoint: &str,
     node: Option<&str>,
@@ -109,14 +112,18 @@ pub async fn wait_for_reboot(
                 last_state = "answering, but not rebooted yet".into();
             }
             Err(e) => {
-                // Only "not there" counts as going away; a wrong CA or a denied
-                // call will not fix itself by waiting.
                 match e.kind {
-                    ErrorKind::Unreachable | ErrorKind::Timeout => went_away = true,
-                    // Freshly booted nodes may briefly present a certificate we
-                    // reject, or refuse calls while services start.
-                    ErrorKind::Other | ErrorKind::Unimplemented => went_away = true,
-                    _ => return Err(e.during("wait for reboot")),
+                    // Problems on our side that waiting cannot fix.
+                    ErrorKind::Credentials
+                    | ErrorKind::ClientCertExpired
+                    | ErrorKind::InvalidEndpoint
+                    | ErrorKind::PermissionDenied => return Err(e.during("wait for reboot")),
+                    // Everything else means "not the node we expect yet": down,
+                    // still booting, or still presenting its maintenance
+                    // certificate (a node leaving maintenance mode shows a
+                    // self-signed certificate until it reboots). A success after
+                    // any of these is a node that went away and came back.
+                    _ => went_away = true,
                 }
                 last_state = e.to_string();
             }
