@@ -4,8 +4,12 @@
 //! binaries only call these. This crate decides changed/check/diff behaviour and writes files
 //! (atomically, 0600); it never prints: the protocol crate owns stdout.
 
+pub mod connection;
 pub mod files;
+pub mod talos_apply;
+pub mod talos_bootstrap;
 pub mod talos_config;
+pub mod talos_info;
 
 /// Lower-case hex SHA-256, the form every `*_sha256` result uses.
 pub fn sha256_hex(bytes: &[u8]) -> String {

@@ -1,0 +1,225 @@
+//! What every module that talks to a node shares: the connection options, where credentials
+//! come from, the async runtime, and turning client errors into module failures.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use ferro_ansible_protocol::{Context, ModuleError, Opt, Params, Spec};
+use ferro_talos_client::{
+    ClientError, ConnectOptions, Credentials, TalosClient, read_talosconfig, select_context,
+};
+use ferro_talos_secrets::Bundle;
+use serde_json::{Value, json};
+
+/// Lifetime of an admin certificate derived in memory from the secrets bundle: long enough for
+/// one module run, short enough to be worthless if it ever leaked.
+const DERIVED_CERT_VALIDITY: Duration = Duration::from_secs(3600);
+
+/// Adds the connection options (documented in `plugins/doc_fragments/connection.py` and each
+/// module's sidecar) to a module's spec.
+pub fn with_connection_options(spec: Spec) -> Spec {
+    spec.option(Opt::str("node").required())
+        .option(Opt::str("endpoint"))
+        .option(Opt::path("talosconfig"))
+        .option(Opt::str("context"))
+        .option(Opt::path("secrets_file"))
+        .option(Opt::dict("secrets").no_log())
+        .option(Opt::int("connect_timeout").default(10))
+        .mutually_exclusive(&["secrets_file", "secrets"])
+}
+
+/// Where to connect: the node itself unless an endpoint (a control plane, a VIP) is given, in
+/// which case calls are routed to the node with `node` metadata.
+pub struct Target {
+    pub node: String,
+    pub endpoint: String,
+}
+
+impl Target {
+    pub fn from_params(p: &Params) -> Result<Target, ModuleError> {
+        let node = p.str("node").unwrap_or_default().trim().to_string();
+        if node.is_empty() {
+            return Err(ModuleError::new("node must be the address of a Talos node, got an empty string"));
+        }
+        let endpoint = p
+            .str("endpoint")
+            .map(str::trim)
+            .filter(|e| !e.is_empty())
+            .unwrap_or(&node)
+            .to_string();
+        Ok(Target { node, endpoint })
+    }
+
+    /// Whether calls go through another node's apid.
+    pub fn routed(&self) -> bool {
+        host_of(&self.endpoint) != host_of(&self.node)
+    }
+}
+
+fn host_of(addr: &str) -> &str {
+    let a = addr.trim_start_matches("https://");
+    if let Some(rest) = a.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or(rest);
+    }
+    match a.rsplit_once(':') {
+        Some((h, port)) if port.bytes().all(|b| b.is_ascii_digit()) && !h.contains(':') => h,
+        _ => a,
+    }
+}
+
+/// Where the credentials of a run came from, reported in results.
+#[derive(Clone, Debug)]
+pub enum CredentialSource {
+    Talosconfig(PathBuf),
+    Secrets,
+}
+
+impl CredentialSource {
+    pub fn describe(&self) -> String {
+        match self {
+            CredentialSource::Talosconfig(p) => format!("talosconfig {}", p.display()),
+            CredentialSource::Secrets => "an admin certificate derived in memory from the secrets bundle".into(),
+        }
+    }
+}
+
+/// The credentials for a run, or None when there are none to be had (a node in maintenance mode
+/// needs none). Order: the secrets bundle when given (a fresh certificate, always valid for the
+/// cluster's CA), else the talosconfig (`talosconfig`, `$TALOSCONFIG`, `~/.talos/config`) when it
+/// exists. Every secret seen is registered for masking.
+pub fn credentials(
+    ctx: &mut Context,
+    p: &Params,
+) -> Result<Option<(Credentials, CredentialSource)>, ModuleError> {
+    if let Some(bundle) = load_bundle(ctx, p)? {
+        let creds = derive_from_bundle(ctx, &bundle)?;
+        return Ok(Some((creds, CredentialSource::Secrets)));
+    }
+    let explicit = p.path("talosconfig");
+    let path = match &explicit {
+        Some(path) if path.is_file() => Some(path.clone()),
+        Some(_) => None,
+        None => ferro_talos_client::resolve_path(
+            None,
+            |k| std::env::var(k).ok(),
+            std::env::var_os("HOME").map(PathBuf::from),
+            |p| p.is_file(),
+        )
+        .ok()
+        .filter(|p| p.is_file()),
+    };
+    let Some(path) = path else {
+        return Ok(None);
+    };
+    let config = read_talosconfig(&path).map_err(|e| client_error(ctx, e))?;
+    let (_, context) = select_context(&config, p.str("context")).map_err(|e| client_error(ctx, e))?;
+    ctx.mask(context.key.clone());
+    let creds = Credentials::from_context(context).map_err(|e| client_error(ctx, e))?;
+    ctx.mask(creds.key_pem.clone());
+    Ok(Some((creds, CredentialSource::Talosconfig(path))))
+}
+
+/// Like [`credentials`], but failing with a message that says how to provide them.
+pub fn require_credentials(
+    ctx: &mut Context,
+    p: &Params,
+) -> Result<(Credentials, CredentialSource), ModuleError> {
+    credentials(ctx, p)?.ok_or_else(|| {
+        let where_ = match p.path("talosconfig") {
+            Some(path) => format!("talosconfig {} does not exist", path.display()),
+            None => "no talosconfig was found ($TALOSCONFIG, ~/.talos/config)".to_string(),
+        };
+        ModuleError::new(format!(
+            "no credentials for the Talos API: {where_}; set talosconfig to an existing file, or secrets_file/secrets \
+             to derive an admin certificate from the cluster's secrets bundle"
+        ))
+    })
+}
+
+/// The bundle from `secrets`/`secrets_file`, if one was given.
+pub fn load_bundle(ctx: &mut Context, p: &Params) -> Result<Option<Bundle>, ModuleError> {
+    let bundle = if let Some(dict) = p.dict("secrets") {
+        Bundle::from_value(&Value::Object(dict.clone()))
+            .map_err(|e| ModuleError::new(format!("secrets: {e:#}")))?
+    } else if let Some(path) = p.path("secrets_file") {
+        let text = std::fs::read_to_string(&path).map_err(|e| {
+            ModuleError::new(format!("secrets_file {}: cannot read it: {e}", path.display()))
+        })?;
+        Bundle::from_yaml(&text)
+            .map_err(|e| ModuleError::new(format!("secrets_file {}: {e:#}", path.display())))?
+    } else {
+        return Ok(None);
+    };
+    for s in ferro_talos_secrets::secret_strings(&bundle) {
+        ctx.mask(s);
+    }
+    Ok(Some(bundle))
+}
+
+fn derive_from_bundle(ctx: &mut Context, bundle: &Bundle) -> Result<Credentials, ModuleError> {
+    let creds = Credentials::from_bundle(bundle, &["os:admin"], DERIVED_CERT_VALIDITY)
+        .map_err(|e| ModuleError::new(format!("secrets: cannot derive an admin certificate: {}", e.message)))?;
+    ctx.mask(creds.key_pem.clone());
+    Ok(creds)
+}
+
+/// Connection options from the module options; `call_timeout` bounds each unary call.
+pub fn connect_options(p: &Params, call_timeout: Duration) -> Result<ConnectOptions, ModuleError> {
+    let connect = p.int("connect_timeout").unwrap_or(10);
+    if !(1..=600).contains(&connect) {
+        return Err(ModuleError::new(format!(
+            "connect_timeout must be between 1 and 600 seconds, got {connect}"
+        )));
+    }
+    Ok(ConnectOptions {
+        connect_timeout: Duration::from_secs(connect as u64),
+        call_timeout,
+        ..ConnectOptions::default()
+    })
+}
+
+/// Opens a mutual-TLS client to `target` (routed to the node when the endpoint differs).
+pub async fn connect(
+    target: &Target,
+    creds: &Credentials,
+    opts: ConnectOptions,
+) -> Result<TalosClient, ClientError> {
+    let client = TalosClient::connect(&target.endpoint, creds, opts).await?;
+    Ok(if target.routed() { client.with_node(&target.node) } else { client })
+}
+
+/// Runs a module's async body on a current-thread runtime: a module is one short-lived process.
+pub fn block_on<F: Future>(future: F) -> Result<F::Output, ModuleError> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| ModuleError::new(format!("cannot start the async runtime: {e}")))?;
+    Ok(rt.block_on(future))
+}
+
+/// A client error as a module failure: the translated message plus `node` and `grpc_code`.
+pub fn client_error(_ctx: &Context, e: ClientError) -> ModuleError {
+    let mut err = ModuleError::new(e.to_string()).with("node", e.node.clone());
+    if let Some(code) = e.grpc_code {
+        err = err.with("grpc_code", json!(code));
+    }
+    err
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_comparison_ignores_ports_and_brackets() {
+        assert_eq!(host_of("10.0.0.1:50000"), "10.0.0.1");
+        assert_eq!(host_of("[fd00::1]:50000"), "fd00::1");
+        assert_eq!(host_of("fd00::1"), "fd00::1");
+        assert_eq!(host_of("https://cp.example.com:50000"), "cp.example.com");
+        let t = Target { node: "10.0.0.5".into(), endpoint: "10.0.0.5:50000".into() };
+        assert!(!t.routed());
+        let t = Target { node: "10.0.0.5".into(), endpoint: "10.0.0.2".into() };
+        assert!(t.routed());
+    }
+}

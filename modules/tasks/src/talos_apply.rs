@@ -1,0 +1,401 @@
+//! `talos_apply`: apply a machine config to one node, honestly in check mode.
+
+use std::time::{Duration, Instant};
+
+use ferro_ansible_protocol::{Context, Diff, ModuleError, ModuleResult, Opt, Params, Spec};
+use ferro_talos_client::{
+    ApplyMode, ConnectOptions, Credentials, NodeMode, TalosClient, probe, wait_for_reboot,
+};
+use ferro_talos_config::{MachineConfig, diff, live, redact, risk};
+use serde_json::{Value, json};
+
+use crate::connection::{self, Target, client_error, with_connection_options};
+use crate::sha256_hex;
+
+pub fn spec() -> Spec {
+    with_connection_options(Spec::new())
+        .option(Opt::str("config").required().no_log())
+        .option(
+            Opt::str("mode")
+                .choices(&["auto", "no_reboot", "reboot", "staged", "try"])
+                .default("auto"),
+        )
+        .option(Opt::int("try_timeout").default(60))
+        .option(Opt::str("insecure").choices(&["auto", "always", "never"]).default("auto"))
+        .option(Opt::bool("wait").default(true))
+        .option(Opt::int("timeout").default(600))
+        .option(Opt::str("expected_address"))
+}
+
+/// Everything the run needs, checked up front so bad input never reaches a node.
+struct Request {
+    target: Target,
+    expected_address: String,
+    text: String,
+    desired: MachineConfig,
+    mode: ApplyMode,
+    mode_name: String,
+    try_timeout: Duration,
+    insecure: String,
+    wait: bool,
+    timeout: Duration,
+}
+
+pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
+    let req = request(ctx, p)?;
+    let opts = connection::connect_options(p, Duration::from_secs(60))?;
+    let creds = connection::credentials(ctx, p)?;
+    connection::block_on(apply(ctx, &req, creds.map(|(c, _)| c), opts))?
+}
+
+fn request(ctx: &mut Context, p: &Params) -> Result<Request, ModuleError> {
+    let target = Target::from_params(p)?;
+    let raw = p.str("config").unwrap_or_default();
+    let text = read_config(raw)?;
+    let desired = MachineConfig::parse(&text)
+        .map_err(|e| ModuleError::new(format!("config is not a valid machine config: {e:#}")))?;
+    if desired.v1alpha1().is_none() {
+        return Err(ModuleError::new(
+            "config has no v1alpha1 document (machine/cluster): render it with ferro.talos.talos_config",
+        ));
+    }
+    for s in redact::secret_values(&desired) {
+        ctx.mask(s);
+    }
+    let mode_name = p.str("mode").unwrap_or("auto").to_string();
+    let mode = match mode_name.as_str() {
+        "no_reboot" => ApplyMode::NoReboot,
+        "reboot" => ApplyMode::Reboot,
+        "staged" => ApplyMode::Staged,
+        "try" => ApplyMode::Try,
+        _ => ApplyMode::Auto,
+    };
+    let try_timeout = seconds(p, "try_timeout", 1, 86_400)?;
+    let timeout = seconds(p, "timeout", 1, 86_400)?;
+    let expected_address = p
+        .str("expected_address")
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .unwrap_or(&target.node)
+        .to_string();
+    Ok(Request {
+        target,
+        expected_address,
+        text,
+        desired,
+        mode,
+        mode_name,
+        try_timeout,
+        insecure: p.str("insecure").unwrap_or("auto").to_string(),
+        wait: p.bool("wait"),
+        timeout,
+    })
+}
+
+/// `config` is a path when it is one line naming an existing file; otherwise it is the YAML.
+fn read_config(raw: &str) -> Result<String, ModuleError> {
+    if !raw.contains('\n') {
+        let path = std::path::Path::new(raw.trim());
+        if path.is_file() {
+            return std::fs::read_to_string(path).map_err(|e| {
+                ModuleError::new(format!("config: cannot read {}: {e}", path.display()))
+            });
+        }
+        if !raw.contains(':') {
+            return Err(ModuleError::new(format!(
+                "config: {raw} is neither an existing file nor machine config YAML"
+            )));
+        }
+    }
+    Ok(raw.to_string())
+}
+
+fn seconds(p: &Params, name: &str, min: i64, max: i64) -> Result<Duration, ModuleError> {
+    let v = p.int(name).unwrap_or(min);
+    if !(min..=max).contains(&v) {
+        return Err(ModuleError::new(format!(
+            "{name} must be between {min} and {max} seconds, got {v}"
+        )));
+    }
+    Ok(Duration::from_secs(v as u64))
+}
+
+async fn apply(
+    ctx: &mut Context,
+    req: &Request,
+    creds: Option<Credentials>,
+    opts: ConnectOptions,
+) -> Result<ModuleResult, ModuleError> {
+    let node_mode = match req.insecure.as_str() {
+        "always" => NodeMode::Maintenance,
+        "never" => NodeMode::Configured,
+        _ => probe(&req.target.endpoint, &opts)
+            .await
+            .map_err(|e| client_error(ctx, e))?,
+    };
+    match node_mode {
+        NodeMode::Maintenance => apply_first(ctx, req, creds.as_ref(), opts).await,
+        NodeMode::Configured => {
+            let creds = creds.ok_or_else(|| {
+                ModuleError::new(format!(
+                    "node {} is configured and needs client credentials: set talosconfig, secrets_file or secrets",
+                    req.target.node
+                ))
+                .with("node", req.target.node.clone())
+            })?;
+            apply_configured(ctx, req, &creds, opts).await
+        }
+        NodeMode::Unreachable => Err(ModuleError::new(format!(
+            "node {}: nothing answers on {} (port 50000 unless given): check that the node is powered on and the address is right",
+            req.target.node, req.target.endpoint
+        ))
+        .with("node", req.target.node.clone())),
+    }
+}
+
+/// A node in maintenance mode gets its first config over an unauthenticated connection; it then
+/// installs, reboots and comes back with mutual TLS on `expected_address`.
+async fn apply_first(
+    ctx: &mut Context,
+    req: &Request,
+    creds: Option<&Credentials>,
+    opts: ConnectOptions,
+) -> Result<ModuleResult, ModuleError> {
+    let empty = MachineConfig::default();
+    let mut result = base_result(req, &empty, true)
+        .with("maintenance", true)
+        .with("reboot_required", true);
+    if ctx.diff {
+        result = result.diff(config_diff(&empty, &req.desired, &req.target.node));
+    }
+    if ctx.check_mode {
+        return Ok(result.msg(format!(
+            "would apply the first config to {} (the node is in maintenance mode)",
+            req.target.node
+        )));
+    }
+    let client = TalosClient::connect_maintenance(&req.target.endpoint, opts.clone())
+        .await
+        .map_err(|e| client_error(ctx, e))?;
+    let reply = client
+        .apply_configuration(req.text.as_bytes(), req.mode, false, Some(req.try_timeout))
+        .await
+        .map_err(|e| client_error(ctx, e))?;
+    for w in &reply.warnings {
+        ctx.warn(format!("{}: {w}", req.target.node));
+    }
+    if !req.wait {
+        return Ok(result.msg(format!(
+            "applied the first config to {}; not waiting for it to come back",
+            req.target.node
+        )));
+    }
+    let Some(creds) = creds else {
+        ctx.warn("no credentials given, so the node's new config could not be verified".to_string());
+        return Ok(result.msg(format!("applied the first config to {}", req.target.node)));
+    };
+    verify_back(ctx, req, creds, None).await?;
+    Ok(result.msg(format!(
+        "applied the first config to {}; it is back on {} with that config",
+        req.target.node, req.expected_address
+    )))
+}
+
+async fn apply_configured(
+    ctx: &mut Context,
+    req: &Request,
+    creds: &Credentials,
+    opts: ConnectOptions,
+) -> Result<ModuleResult, ModuleError> {
+    let client = connection::connect(&req.target, creds, opts)
+        .await
+        .map_err(|e| client_error(ctx, e))?;
+    let live_bytes = client
+        .get_machine_config()
+        .await
+        .map_err(|e| client_error(ctx, e))?;
+    let live_text = String::from_utf8_lossy(&live_bytes).into_owned();
+    let live = MachineConfig::parse(&live_text).map_err(|e| {
+        ModuleError::new(format!(
+            "node {}: its current config cannot be parsed ({e:#}); compare it by hand with talosctl get mc",
+            req.target.node
+        ))
+    })?;
+    for s in redact::secret_values(&live) {
+        ctx.mask(s);
+    }
+    // Both sides through the same encoder, so formatting never counts as a change.
+    if live.to_yaml() == req.desired.to_yaml() {
+        return Ok(base_result(req, &live, false)
+            .with("reboot_required", false)
+            .msg(format!("{} already runs this config", req.target.node)));
+    }
+    let reboot_required = live::reboot_required(&live, &req.desired);
+    let mut result = base_result(req, &live, true).with("reboot_required", reboot_required);
+    if reboot_required {
+        result = result.with("reboot_reasons", live::reboot_reasons(&live, &req.desired));
+    }
+    if ctx.diff {
+        result = result.diff(config_diff(&live, &req.desired, &req.target.node));
+    }
+    if ctx.check_mode {
+        // Talos itself decides the mode: ask it with a dry run, which changes nothing.
+        let reply = client
+            .apply_configuration(req.text.as_bytes(), req.mode, true, Some(req.try_timeout))
+            .await
+            .map_err(|e| client_error(ctx, e))?;
+        let resolved = mode_label(reply.mode());
+        // The dry-run text carries Talos's own, unmasked diff: keep only its summary line.
+        let summary = reply
+            .mode_details
+            .lines()
+            .nth(1)
+            .unwrap_or_default()
+            .to_string();
+        return Ok(result
+            .with("resolved_mode", resolved)
+            .with("dry_run", summary)
+            .msg(format!(
+                "would apply the config to {} ({resolved})",
+                req.target.node
+            )));
+    }
+    let old_boot_id = client.boot_id().await.unwrap_or(None);
+    let reply = client
+        .apply_configuration(req.text.as_bytes(), req.mode, false, Some(req.try_timeout))
+        .await
+        .map_err(|e| client_error(ctx, e))?;
+    for w in &reply.warnings {
+        ctx.warn(format!("{}: {w}", req.target.node));
+    }
+    let resolved = reply.mode();
+    result = result.with("resolved_mode", mode_label(resolved));
+    let msg = match resolved {
+        ApplyMode::Staged => format!(
+            "staged the config on {}; it takes effect at the next reboot",
+            req.target.node
+        ),
+        ApplyMode::Try => format!(
+            "applied the config to {} in try mode; it is rolled back after {}s unless applied again",
+            req.target.node,
+            req.try_timeout.as_secs()
+        ),
+        ApplyMode::Reboot if req.wait => {
+            verify_back(ctx, req, creds, old_boot_id.as_deref()).await?;
+            format!(
+                "applied the config to {} with a reboot; it is back on {} with that config",
+                req.target.node, req.expected_address
+            )
+        }
+        ApplyMode::Reboot => format!(
+            "applied the config to {}; it is rebooting (not waiting)",
+            req.target.node
+        ),
+        _ => {
+            verify_live(ctx, &client, req).await?;
+            format!("applied the config to {} without a reboot", req.target.node)
+        }
+    };
+    Ok(result.msg(msg))
+}
+
+/// After a reboot: wait until the node answers on `expected_address` with mutual TLS, then check
+/// that it runs the config we sent. A node that does not come back there fails the task with
+/// both addresses named.
+async fn verify_back(
+    ctx: &mut Context,
+    req: &Request,
+    creds: &Credentials,
+    old_boot_id: Option<&str>,
+) -> Result<(), ModuleError> {
+    let started = Instant::now();
+    // Routed through an endpoint, the node is still reached through that endpoint; otherwise
+    // through the address it should come back on.
+    let (endpoint, node) = if req.target.routed() {
+        (req.target.endpoint.clone(), Some(req.expected_address.as_str()))
+    } else {
+        (req.expected_address.clone(), None)
+    };
+    wait_for_reboot(&endpoint, node, creds, old_boot_id, req.timeout, Duration::from_millis(500))
+        .await
+        .map_err(|e| {
+            let mut err = ModuleError::new(format!(
+                "node {} did not come back on {} within {}s after applying the config: {}; \
+                 if it came back on another address (DHCP lease, changed machine.network), set \
+                 expected_address or fix the node's address; check the node's console",
+                req.target.node,
+                req.expected_address,
+                req.timeout.as_secs(),
+                e.message
+            ))
+            .with("node", req.target.node.clone())
+            .with("expected_address", req.expected_address.clone());
+            if let Some(code) = e.grpc_code {
+                err = err.with("grpc_code", code);
+            }
+            err
+        })?;
+    let target = Target {
+        node: req.expected_address.clone(),
+        endpoint: endpoint.clone(),
+    };
+    let left = req.timeout.saturating_sub(started.elapsed()).max(Duration::from_secs(5));
+    let opts = ConnectOptions { call_timeout: left.min(Duration::from_secs(30)), ..ConnectOptions::default() };
+    let client = connection::connect(&target, creds, opts)
+        .await
+        .map_err(|e| client_error(ctx, e))?;
+    verify_live(ctx, &client, req).await
+}
+
+/// Reads the config back and fails when the node does not run what we sent.
+async fn verify_live(ctx: &mut Context, client: &TalosClient, req: &Request) -> Result<(), ModuleError> {
+    let live = client
+        .get_machine_config()
+        .await
+        .map_err(|e| client_error(ctx, e))?;
+    let same = std::str::from_utf8(&live)
+        .ok()
+        .and_then(|t| MachineConfig::parse(t).ok())
+        .is_some_and(|c| c.to_yaml() == req.desired.to_yaml());
+    if !same {
+        return Err(ModuleError::new(format!(
+            "node {} accepted the config but does not run it afterwards (rolled back?); check talosctl get mc and its logs",
+            req.target.node
+        ))
+        .with("node", req.target.node.clone()));
+    }
+    Ok(())
+}
+
+fn base_result(req: &Request, before: &MachineConfig, changed: bool) -> ModuleResult {
+    let risky: Vec<Value> = risk::risky_changes(before, &req.desired)
+        .into_iter()
+        .map(|r| json!({"path": r.path, "reason": r.reason}))
+        .collect();
+    let changed_paths = if changed { diff::changed_paths(before, &req.desired) } else { Vec::new() };
+    ModuleResult::new(changed)
+        .with("node", req.target.node.clone())
+        .with("mode", req.mode_name.clone())
+        .with("config_sha256", sha256_hex(req.text.as_bytes()))
+        .with("changed_paths", changed_paths)
+        .with("risky_changes", risky)
+}
+
+fn config_diff(before: &MachineConfig, after: &MachineConfig, node: &str) -> Diff {
+    let (b, a) = redact::redacted_pair(before, after);
+    let before_text = if before.docs.is_empty() { String::new() } else { b.to_yaml() };
+    Diff::new(before_text, a.to_yaml()).headers(
+        format!("{node} (live config, secrets masked)"),
+        format!("{node} (desired config, secrets masked)"),
+    )
+}
+
+fn mode_label(mode: ApplyMode) -> &'static str {
+    match mode {
+        ApplyMode::Reboot => "reboot",
+        ApplyMode::Auto => "auto",
+        ApplyMode::NoReboot => "no_reboot",
+        ApplyMode::Staged => "staged",
+        ApplyMode::Try => "try",
+    }
+}

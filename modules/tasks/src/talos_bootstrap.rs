@@ -1,0 +1,225 @@
+//! `talos_bootstrap`: bootstrap etcd once, after asking the cluster whether it already was.
+
+use std::time::{Duration, Instant};
+
+use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Opt, Params, Spec, Type};
+use ferro_talos_client::{ConnectOptions, Credentials, ErrorKind, NodeMode, probe};
+use serde_json::json;
+
+use crate::connection::{self, Target, client_error, with_connection_options};
+
+pub fn spec() -> Spec {
+    with_connection_options(Spec::new())
+        .option(Opt::list("control_plane_nodes").elements(Type::Str).default(json!([])))
+        .option(Opt::bool("wait").default(true))
+        .option(Opt::int("timeout").default(300))
+}
+
+/// What asking one control plane about etcd members told us.
+enum Members {
+    /// etcd answered with this many members.
+    Present(usize),
+    /// etcd is not running there (before bootstrap, or not joined yet).
+    None,
+    /// The node is in maintenance mode: it has no config yet.
+    Maintenance,
+    /// We could not ask: why.
+    Unknown(String),
+}
+
+pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
+    let target = Target::from_params(p)?;
+    let timeout = p.int("timeout").unwrap_or(300);
+    if !(1..=86_400).contains(&timeout) {
+        return Err(ModuleError::new(format!(
+            "timeout must be between 1 and 86400 seconds, got {timeout}"
+        )));
+    }
+    let timeout = Duration::from_secs(timeout as u64);
+    let others: Vec<String> = p
+        .str_list("control_plane_nodes")
+        .unwrap_or_default()
+        .into_iter()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty() && *s != target.node)
+        .collect();
+    let opts = connection::connect_options(p, Duration::from_secs(20))?;
+    let creds = connection::credentials(ctx, p)?;
+    connection::block_on(bootstrap(ctx, p, &target, &others, creds.map(|c| c.0), opts, timeout))?
+}
+
+async fn bootstrap(
+    ctx: &mut Context,
+    p: &Params,
+    target: &Target,
+    others: &[String],
+    creds: Option<Credentials>,
+    opts: ConnectOptions,
+    timeout: Duration,
+) -> Result<ModuleResult, ModuleError> {
+    let result = ModuleResult::unchanged().with("node", target.node.clone());
+    let Some(creds) = creds else {
+        // Without credentials we can only tell maintenance mode from the rest.
+        let mode = probe(&target.endpoint, &opts).await.map_err(|e| client_error(ctx, e))?;
+        if mode == NodeMode::Maintenance && ctx.check_mode {
+            return Ok(maintenance_answer(result, target));
+        }
+        return Err(connection::require_credentials(ctx, p).err().unwrap_or_else(|| {
+            ModuleError::new("no credentials for the Talos API")
+        }));
+    };
+
+    // Ask this node and the other control planes: any member anywhere means the cluster exists,
+    // and bootstrapping a second node would split it.
+    let mut answers = Vec::new();
+    for node in std::iter::once(&target.node).chain(others) {
+        let t = Target { node: node.clone(), endpoint: if node == &target.node { target.endpoint.clone() } else { node.clone() } };
+        answers.push((node.clone(), ask_members(&t, &creds, &opts).await));
+    }
+    if let Some((node, n)) = answers.iter().find_map(|(node, a)| match a {
+        Members::Present(n) => Some((node, *n)),
+        _ => None,
+    }) {
+        return Ok(result
+            .with("bootstrap_needed", false)
+            .with("etcd_members", n)
+            .msg(format!("etcd is already bootstrapped ({n} member(s), asked {node})")));
+    }
+    if matches!(answers.first(), Some((_, Members::Maintenance))) {
+        if ctx.check_mode {
+            return Ok(maintenance_answer(result, target));
+        }
+        return Err(ModuleError::new(format!(
+            "node {} is in maintenance mode: apply its config (ferro.talos.talos_apply) before bootstrapping",
+            target.node
+        ))
+        .with("node", target.node.clone()));
+    }
+    let unknown: Vec<String> = answers
+        .iter()
+        .filter_map(|(node, a)| match a {
+            Members::Unknown(why) => Some(format!("{node}: {why}")),
+            _ => None,
+        })
+        .collect();
+    if !unknown.is_empty() {
+        // Never claim "would bootstrap" (or do it) without having asked every control plane.
+        let msg = format!(
+            "cannot tell whether etcd is bootstrapped: {}; fix access to every control plane first",
+            unknown.join("; ")
+        );
+        if ctx.check_mode {
+            ctx.warn(msg.clone());
+            return Ok(result.with("bootstrap_needed", "unknown").msg(msg));
+        }
+        return Err(ModuleError::new(msg).with("node", target.node.clone()));
+    }
+    if ctx.check_mode {
+        return Ok(ModuleResult::changed()
+            .with("node", target.node.clone())
+            .with("bootstrap_needed", true)
+            .msg(format!(
+                "would bootstrap etcd on {} (no control plane has etcd members)",
+                target.node
+            )));
+    }
+    let client = connection::connect(target, &creds, opts.clone())
+        .await
+        .map_err(|e| client_error(ctx, e))?;
+    match client.bootstrap().await {
+        Ok(()) => {}
+        Err(e) if e.kind == ErrorKind::AlreadyExists => {
+            return Ok(result
+                .with("bootstrap_needed", false)
+                .msg(format!("etcd on {} is already bootstrapped (etcd data directory is not empty)", target.node)));
+        }
+        Err(e) => return Err(client_error(ctx, e)),
+    }
+    if p.bool("wait") {
+        wait_for_etcd(ctx, target, &creds, &opts, timeout).await?;
+    }
+    Ok(ModuleResult::changed()
+        .with("node", target.node.clone())
+        .with("bootstrap_needed", true)
+        .msg(format!("bootstrapped etcd on {}", target.node)))
+}
+
+fn maintenance_answer(result: ModuleResult, target: &Target) -> ModuleResult {
+    let mut r = result
+        .with("bootstrap_needed", true)
+        .msg(format!(
+            "{} is in maintenance mode: etcd would be bootstrapped after the first apply",
+            target.node
+        ));
+    r.changed = true;
+    r
+}
+
+async fn ask_members(target: &Target, creds: &Credentials, opts: &ConnectOptions) -> Members {
+    let client = match connection::connect(target, creds, opts.clone()).await {
+        Ok(c) => c,
+        Err(e) => {
+            return match probe(&target.endpoint, opts).await {
+                Ok(NodeMode::Maintenance) => Members::Maintenance,
+                _ => Members::Unknown(e.to_string()),
+            };
+        }
+    };
+    match client.etcd_member_list().await {
+        Ok(m) if !m.is_empty() => Members::Present(m.len()),
+        Ok(_) => Members::None,
+        // etcd not running yet: the normal answer before bootstrap (api.md §15).
+        Err(e) if matches!(e.kind, ErrorKind::Unreachable) && e.grpc_code.is_some() => Members::None,
+        Err(e) if e.kind == ErrorKind::MaintenanceMode => Members::Maintenance,
+        Err(e) if e.message.contains("no controlplane endpoints discovered yet") => Members::None,
+        Err(e) => match probe(&target.endpoint, opts).await {
+            Ok(NodeMode::Maintenance) => Members::Maintenance,
+            _ => Members::Unknown(e.to_string()),
+        },
+    }
+}
+
+/// Waits until the bootstrapped node lists itself as an etcd member and its etcd service is
+/// running and healthy.
+async fn wait_for_etcd(
+    ctx: &Context,
+    target: &Target,
+    creds: &Credentials,
+    opts: &ConnectOptions,
+    timeout: Duration,
+) -> Result<(), ModuleError> {
+    let deadline = Instant::now() + timeout;
+    let mut last = String::from("no answer yet");
+    while Instant::now() < deadline {
+        if let Ok(client) = connection::connect(target, creds, opts.clone()).await {
+            let members = client.etcd_member_list().await;
+            let services = client.service_list().await;
+            match (members, services) {
+                (Ok(m), Ok(s)) if !m.is_empty() => {
+                    let etcd = s.iter().find(|s| s.id == "etcd");
+                    let healthy = etcd.is_some_and(|e| {
+                        e.state == "Running" && e.health.as_ref().is_some_and(|h| h.healthy)
+                    });
+                    if healthy {
+                        return Ok(());
+                    }
+                    last = format!(
+                        "etcd service is {}",
+                        etcd.map(|e| e.state.as_str()).unwrap_or("missing")
+                    );
+                }
+                (Err(e), _) | (_, Err(e)) => last = e.to_string(),
+                _ => last = "no etcd members yet".into(),
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let _ = ctx;
+    Err(ModuleError::new(format!(
+        "bootstrapped etcd on {}, but it did not become healthy within {}s (last: {last}); check the etcd service logs",
+        target.node,
+        timeout.as_secs()
+    ))
+    .with("node", target.node.clone())
+    .changed(true))
+}
