@@ -93,9 +93,11 @@ async fn serve_conn(shared: Arc<Shared>, idx: usize, tcp: TcpStream) {
     };
     let Some(node_tls) = node_tls else { return };
     let acceptor = tokio_rustls::TlsAcceptor::from(node_tls.config.clone());
-    let Ok(Ok(tls)) = tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await
-    else {
-        return;
+    let handshake = acceptor.accept(tcp).into_fallible();
+    let tls = match tokio::time::timeout(Duration::from_secs(10), handshake).await {
+        Ok(Ok(tls)) => tls,
+        Ok(Err((_, tcp))) => return linger_close(tcp).await,
+        Err(_) => return,
     };
     let roles = if node_tls.maintenance {
         // Maintenance mode: every peer is a reader.
@@ -119,4 +121,21 @@ async fn serve_conn(shared: Arc<Shared>, idx: usize, tcp: TcpStream) {
     let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
         .serve_connection(TokioIo::new(tls), svc)
         .await;
+}
+
+/// After a failed handshake rustls has written its alert (e.g. "certificate required"). Closing
+/// at once with the client's early data unread would make the kernel send a reset, and the
+/// client might never read the alert; so send FIN and drain for a moment first.
+async fn linger_close(mut tcp: TcpStream) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let _ = tcp.shutdown().await;
+    let mut buf = [0u8; 4096];
+    let _ = tokio::time::timeout(Duration::from_secs(2), async {
+        while let Ok(n) = tcp.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+        }
+    })
+    .await;
 }

@@ -110,12 +110,17 @@ async fn maintenance_then_mtls_and_exact_config_bytes() {
     wait_back(&cluster, 0).await;
 
     // The maintenance connection style no longer works: mTLS is required.
-    let insecure_now = channel(ep, insecure()).await;
-    let failed = match insecure_now {
-        Err(_) => true,
-        Ok(ch) => MachineServiceClient::new(ch).version(()).await.is_err(),
-    };
-    assert!(failed, "a client without certificate must be refused");
+    // With TLS 1.3 the client learns it from the "certificate required" alert.
+    assert!(refused(ep, insecure()).await, "a client without certificate must be refused");
+    let tcp = tokio::net::TcpStream::connect(ep).await.unwrap();
+    let name = rustls::pki_types::ServerName::IpAddress(ep.ip().into());
+    let mut tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(insecure()))
+        .connect(name, tcp)
+        .await
+        .unwrap();
+    let mut buf = [0u8; 64];
+    let err = tokio::io::AsyncReadExt::read(&mut tls, &mut buf).await.unwrap_err();
+    assert!(format!("{err:?}").contains("CertificateRequired"), "{err:?}");
 
     let ch = channel(ep, admin()).await.unwrap();
     let mut m = MachineServiceClient::new(ch.clone());
