@@ -151,7 +151,7 @@ impl TalosClient {
         }
         Err(last.unwrap_or_else(|| {
             ClientError::new(
-                "-",
+                "",
                 "connect",
                 ErrorKind::InvalidEndpoint,
                 "no endpoints given (set endpoints in the talosconfig context or pass them explicitly)",

@@ -43,7 +43,7 @@ impl fmt::Debug for Credentials {
 const CLOCK_SKEW_ALLOWANCE: std::time::Duration = std::time::Duration::from_secs(600);
 
 fn cred_error(what: impl Into<String>) -> ClientError {
-    ClientError::new("-", "load credentials", ErrorKind::Credentials, what)
+    ClientError::new("", "load credentials", ErrorKind::Credentials, what)
 }
 
 impl Credentials {
@@ -161,7 +161,7 @@ impl Credentials {
         let validity = cert.validity();
         if now > validity.not_after.timestamp() {
             return Err(ClientError::new(
-                "-",
+                "",
                 "load credentials",
                 ErrorKind::ClientCertExpired,
                 format!("the client certificate expired at {}", validity.not_after),

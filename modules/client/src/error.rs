@@ -51,7 +51,8 @@ pub enum ErrorKind {
 /// A failed Talos operation, with enough context to act on it.
 #[derive(Debug, Clone)]
 pub struct ClientError {
-    /// The node the operation targeted (node name/IP, or the endpoint).
+    /// The node the operation targeted (node name/IP, or the endpoint); empty when
+    /// no node was involved yet (talosconfig and credential problems).
     pub node: String,
     /// What we were doing, in words (e.g. "apply configuration").
     pub operation: String,
@@ -161,7 +162,11 @@ impl ClientError {
 
 impl fmt::Display for ClientError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "node {}: {}: ", self.node, self.operation)?;
+        // Errors before any node is involved (talosconfig, credentials) have no node.
+        if !self.node.is_empty() {
+            write!(f, "node {}: ", self.node)?;
+        }
+        write!(f, "{}: ", self.operation)?;
         let advice = self.advice();
         let detail_in_advice = matches!(self.kind, ErrorKind::InvalidConfig { .. });
         match (
@@ -356,6 +361,20 @@ mod tests {
             "node metadata must be single-valued",
         );
         assert_eq!(e.kind, ErrorKind::Other);
+    }
+
+    #[test]
+    fn errors_without_a_node_have_no_node_prefix() {
+        let e = ClientError::new(
+            "",
+            "load talosconfig",
+            ErrorKind::Credentials,
+            "no talosconfig found",
+        );
+        assert_eq!(
+            e.to_string(),
+            "load talosconfig: the credentials could not be used (no talosconfig found)"
+        );
     }
 
     #[test]

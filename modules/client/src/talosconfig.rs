@@ -14,7 +14,7 @@ use crate::error::{ClientError, ErrorKind, Result};
 const IN_POD_PATH: &str = "/var/run/secrets/talos.dev/config";
 
 fn config_error(what: impl Into<String>) -> ClientError {
-    ClientError::new("-", "load talosconfig", ErrorKind::Credentials, what)
+    ClientError::new("", "load talosconfig", ErrorKind::Credentials, what)
 }
 
 /// Read and parse the talosconfig at `path`.
