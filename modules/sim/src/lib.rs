@@ -4,8 +4,30 @@
 //! address (127.0.0.0/8) speaking the Talos gRPC API — maintenance mode with a self-signed
 //! certificate, mutual TLS from the applied config's OS CA, `node`/`nodes` routing, apply modes
 //! with simulated reboots, bootstrap and etcd members, upgrades, health checks, kubeconfig — plus
-//! fault injection for tests. It owns simulated state only: it never touches real machines and
-//! must not be used as a reference for wire facts (those come from `shared/talos/api.md`).
+//! fault injection for tests. It owns simulated state only: it never touches real machines, and
+//! it is not a reference for wire facts (those come from `shared/talos/api.md`).
+//!
+//! Library use (tests):
+//!
+//! ```no_run
+//! # async fn demo() -> anyhow::Result<()> {
+//! use ferro_talos_sim::{Cluster, SimConfig};
+//! let cfg = SimConfig { control_planes: 3, workers: 1, port: 0, ..SimConfig::default() };
+//! let cluster = Cluster::start(cfg).await?; // every node listens, in maintenance mode
+//! let endpoint = cluster.endpoint(0).unwrap(); // e.g. 127.0.10.1:<port>
+//! cluster.update_faults(1, |f| f.never_return = true)?; // node 1's next reboot never ends
+//! # let _ = endpoint;
+//! cluster.shutdown().await;
+//! # Ok(()) }
+//! ```
+//!
+//! Binary: `talos-sim --control-planes 3 --workers 2 --base-address 127.0.10.1 --port 50000
+//! --talos-version v1.13.6 --node-version 4=v1.12.5 --reboot-downtime-ms 1500
+//! --control-address 127.0.0.1:50999 --pid-file sim.pid` prints `READY {"nodes":[...],
+//! "control":"127.0.0.1:50999"}` once listening and exits cleanly on SIGTERM/SIGINT. The control
+//! protocol (JSON lines over TCP) is described in `control.rs`: `status`, `reboot`, `power_on`,
+//! `fault` (never_return, next_address, unreachable, etcd_down, reject_config), `clear_faults`,
+//! `health_fail`, `set_version`, `downtime`.
 
 mod apply;
 pub mod config;

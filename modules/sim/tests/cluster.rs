@@ -9,7 +9,9 @@ use common::*;
 use ferro_talos_proto::cluster::{
     HealthCheckRequest, cluster_service_client::ClusterServiceClient,
 };
-use ferro_talos_proto::cosi::resource::{GetRequest, state_client::StateClient};
+use ferro_talos_proto::cosi::resource::{
+    EventType, GetRequest, ListRequest, WatchRequest, state_client::StateClient,
+};
 use ferro_talos_proto::machine::apply_configuration_request::Mode;
 use ferro_talos_proto::machine::image_service_client::ImageServiceClient;
 use ferro_talos_proto::machine::lifecycle_service_client::LifecycleServiceClient;
@@ -17,6 +19,7 @@ use ferro_talos_proto::machine::lifecycle_service_install_progress::Response as 
 use ferro_talos_proto::machine::machine_service_client::MachineServiceClient;
 use ferro_talos_proto::machine::*;
 use ferro_talos_proto::resource::config::MachineConfigSpec;
+use ferro_talos_proto::resource::runtime::{MachineStage, MachineStatusSpec};
 use prost::Message;
 use tonic::Code;
 
@@ -111,7 +114,10 @@ async fn maintenance_then_mtls_and_exact_config_bytes() {
 
     // The maintenance connection style no longer works: mTLS is required.
     // With TLS 1.3 the client learns it from the "certificate required" alert.
-    assert!(refused(ep, insecure()).await, "a client without certificate must be refused");
+    assert!(
+        refused(ep, insecure()).await,
+        "a client without certificate must be refused"
+    );
     let tcp = tokio::net::TcpStream::connect(ep).await.unwrap();
     let name = rustls::pki_types::ServerName::IpAddress(ep.ip().into());
     let mut tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(insecure()))
@@ -119,8 +125,13 @@ async fn maintenance_then_mtls_and_exact_config_bytes() {
         .await
         .unwrap();
     let mut buf = [0u8; 64];
-    let err = tokio::io::AsyncReadExt::read(&mut tls, &mut buf).await.unwrap_err();
-    assert!(format!("{err:?}").contains("CertificateRequired"), "{err:?}");
+    let err = tokio::io::AsyncReadExt::read(&mut tls, &mut buf)
+        .await
+        .unwrap_err();
+    assert!(
+        format!("{err:?}").contains("CertificateRequired"),
+        "{err:?}"
+    );
 
     let ch = channel(ep, admin()).await.unwrap();
     let mut m = MachineServiceClient::new(ch.clone());
@@ -589,6 +600,25 @@ async fn lifecycle_and_legacy_upgrades() {
         Some("376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba")
     );
 
+    // The schematic is reported as the `schematic` extension.
+    let mut cosi = StateClient::new(channel(ep, admin()).await.unwrap());
+    let mut list = cosi
+        .list(ListRequest {
+            namespace: "runtime".into(),
+            r#type: "ExtensionStatuses.runtime.talos.dev".into(),
+            options: None,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let ext = list.message().await.unwrap().unwrap().resource.unwrap();
+    assert!(
+        ext.spec
+            .unwrap()
+            .yaml_spec
+            .contains("version: 376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba")
+    );
+
     // 1.14 semantics now: REBOOT mode is gone.
     let e = m
         .apply_configuration(apply_req(&CP, Mode::Reboot, false))
@@ -814,5 +844,134 @@ async fn events_kubeconfig_reset_and_reboot_faults() {
             .await
             .is_err()
     );
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_status_snapshot_health_and_status_watch() {
+    let cluster = start(1, 0).await;
+    configure(&cluster, 0, &CP).await;
+    let ep = cluster.endpoint(0).unwrap();
+    let ch = channel(ep, admin()).await.unwrap();
+    let mut m = MachineServiceClient::new(ch.clone());
+
+    // Before bootstrap: etcd status fails like a refused local connection; health fails.
+    let e = m.etcd_status(()).await.unwrap_err();
+    assert_eq!(e.code(), Code::Unavailable);
+    assert!(
+        e.message().starts_with("failed to query etcd status: "),
+        "{}",
+        e.message()
+    );
+    let services = m.service_list(()).await.unwrap().into_inner();
+    let etcd = services.messages[0]
+        .services
+        .iter()
+        .find(|s| s.id == "etcd")
+        .unwrap();
+    assert_ne!(etcd.state, "Running");
+    let mut health = ClusterServiceClient::new(ch.clone());
+    let mut s = health
+        .health_check(HealthCheckRequest {
+            wait_timeout: Some(prost_types::Duration {
+                seconds: 0,
+                nanos: 300_000_000,
+            }),
+            cluster_info: None,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut lines = Vec::new();
+    let err = loop {
+        match s.message().await {
+            Ok(Some(p)) => lines.push(p.message),
+            Ok(None) => panic!("health passed before bootstrap: {lines:?}"),
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(err.code(), Code::DeadlineExceeded);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("waiting for etcd to be healthy: ") && l.contains("Preparing")),
+        "{lines:?}"
+    );
+
+    m.bootstrap(BootstrapRequest::default()).await.unwrap();
+    let st = m.etcd_status(()).await.unwrap().into_inner();
+    let ms = st.messages[0].member_status.as_ref().unwrap();
+    assert_ne!(ms.member_id, 0);
+    assert_eq!(ms.leader, ms.member_id);
+
+    let mut snap = m
+        .etcd_snapshot(EtcdSnapshotRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    let mut bytes = 0;
+    while let Some(d) = snap.message().await.unwrap() {
+        bytes += d.bytes.len();
+    }
+    assert!(bytes > 0);
+    let e = machine(ep, client_tls(&["os:reader"]))
+        .await
+        .etcd_snapshot(EtcdSnapshotRequest {})
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::PermissionDenied);
+
+    // Health fault injection.
+    cluster.set_health_failure(Some("node talos-1 is not ready".into()));
+    let mut s = health
+        .health_check(HealthCheckRequest {
+            wait_timeout: Some(prost_types::Duration {
+                seconds: 0,
+                nanos: 300_000_000,
+            }),
+            cluster_info: None,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let err = loop {
+        match s.message().await {
+            Ok(Some(_)) => {}
+            Ok(None) => panic!("health passed despite the fault"),
+            Err(e) => break e,
+        }
+    };
+    assert!(
+        err.message().contains("node talos-1 is not ready"),
+        "{}",
+        err.message()
+    );
+    cluster.set_health_failure(None);
+
+    // Single-resource watch: empty first message, then the current state.
+    let mut w = StateClient::new(ch)
+        .watch(WatchRequest {
+            namespace: "runtime".into(),
+            r#type: "MachineStatuses.runtime.talos.dev".into(),
+            id: Some("machine".into()),
+            options: None,
+            api_version: 1,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(w.message().await.unwrap().unwrap().event.is_empty());
+    let first = w.message().await.unwrap().unwrap();
+    assert_eq!(first.event[0].event_type, EventType::Created as i32);
+    let spec = first.event[0]
+        .resource
+        .as_ref()
+        .unwrap()
+        .spec
+        .as_ref()
+        .unwrap();
+    let status = MachineStatusSpec::decode(spec.proto_spec.as_slice()).unwrap();
+    assert_eq!(status.stage, MachineStage::Running as i32);
+    assert!(spec.yaml_spec.starts_with("stage: running\n"));
     cluster.shutdown().await;
 }

@@ -21,6 +21,9 @@ pub struct Cosi(pub Ctx);
 const MC: (&str, &str) = ("config", "MachineConfigs.config.talos.dev");
 const MT: (&str, &str) = ("config", "MachineTypes.config.talos.dev");
 const MS: (&str, &str) = ("runtime", "MachineStatuses.runtime.talos.dev");
+/// Image Factory installers add a `schematic` extension whose version is the schematic id;
+/// the simulator reports the remembered schematic there (yaml_spec only, no proto_spec).
+const EXT: (&str, &str) = ("runtime", "ExtensionStatuses.runtime.talos.dev");
 const NAMESPACES: &[&str] = &[
     "config", "runtime", "network", "k8s", "cluster", "secrets", "meta", "etcd", "v1alpha1",
 ];
@@ -52,7 +55,7 @@ fn check_access(t: &Target, ns: &str, ty: &str) -> Result<(), Status> {
             "namespace {ns:?} is not supported"
         )));
     }
-    if ![MC, MT, MS].iter().any(|(n, y)| *n == ns && *y == ty) {
+    if ![MC, MT, MS, EXT].iter().any(|(n, y)| *n == ns && *y == ty) {
         return Err(Status::permission_denied(format!(
             "resource type {ty:?} is not supported"
         )));
@@ -144,6 +147,22 @@ fn resources(shared: &Shared, idx: usize, ns: &str, ty: &str) -> BTreeMap<String
                 metadata: Some(meta(ns, ty, "machine", version, SystemTime::now())),
                 spec: Some(Spec {
                     proto_spec: spec.encode_to_vec(),
+                    yaml_spec: yaml,
+                }),
+            },
+        );
+    } else if (ns, ty) == EXT
+        && let Some(schematic) = &n.schematic
+    {
+        let yaml = format!(
+            "metadata:\n    name: schematic\n    version: {schematic}\n    description: Image Factory schematic\n"
+        );
+        out.insert(
+            "0".into(),
+            Resource {
+                metadata: Some(meta(ns, ty, "0", n.generation, n.config_updated)),
+                spec: Some(Spec {
+                    proto_spec: vec![],
                     yaml_spec: yaml,
                 }),
             },
