@@ -110,7 +110,12 @@ pub fn apply(
     // Mode resolution.
     let mut reboot_suffix = String::new();
     let resolved = if maintenance {
-        Mode::NoReboot
+        // Maintenance: REBOOT/AUTO become NO_REBOOT and the immediacy check is skipped; a
+        // staged config waits for the next boot, TRY has nothing to revert to.
+        match mode {
+            Mode::Staged => Mode::Staged,
+            _ => Mode::NoReboot,
+        }
     } else if v14 {
         match mode {
             Mode::Reboot => {

@@ -201,6 +201,19 @@ impl Ctx {
             .is_some_and(|n| n.is_control_plane())
     }
 
+    /// apid-to-apid forwarding passes the caller's roles in `talos-role`; only a peer holding
+    /// `os:impersonator` may do that.
+    fn effective(&self, md: &MetadataMap) -> Ctx {
+        let forwarded = values(md, "talos-role");
+        if forwarded.is_empty() || !self.roles.iter().any(|r| r == "os:impersonator") {
+            return self.clone();
+        }
+        Ctx {
+            roles: Arc::new(forwarded),
+            ..self.clone()
+        }
+    }
+
     fn local(&self) -> Target {
         Target {
             idx: self.endpoint,
@@ -209,18 +222,36 @@ impl Ctx {
     }
 
     fn remote(&self, name: &str) -> Result<Target, Status> {
+        let port = self
+            .shared
+            .lock()
+            .nodes
+            .get(self.endpoint)
+            .map(|n| n.port)
+            .unwrap_or(50000);
+        let refused = || {
+            Status::unavailable(format!(
+                "connection error: desc = \"transport: Error while dialing: dial tcp {name}:{port}: connect: connection refused\""
+            ))
+        };
         let Some(idx) = self.shared.resolve(name) else {
+            // An address nobody listens on refuses; a name nobody knows does not resolve.
+            if name
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .parse::<std::net::IpAddr>()
+                .is_ok()
+            {
+                return Err(refused());
+            }
             return Err(Status::unavailable(format!(
                 "connection error: desc = \"transport: Error while dialing: dial tcp: lookup {name}: no such host\""
             )));
         };
         let st = self.shared.lock();
         let n = &st.nodes[idx];
-        let port = n.port;
         if !n.listening() {
-            return Err(Status::unavailable(format!(
-                "connection error: desc = \"transport: Error while dialing: dial tcp {name}:{port}: connect: connection refused\""
-            )));
+            return Err(refused());
         }
         if n.maintenance() {
             // The forwarding apid's client certificate is not even requested there: reader.
@@ -252,13 +283,14 @@ impl Ctx {
         path: &str,
         f: impl Fn(&Target) -> Result<Vec<I>, Status>,
     ) -> Result<Vec<I>, Status> {
-        match self.route(md, path)? {
-            Route::Local => f(&self.target_for(None, path)?),
-            Route::One(n) => f(&self.target_for(Some(&n), path)?),
+        let me = self.effective(md);
+        match me.route(md, path)? {
+            Route::Local => f(&me.target_for(None, path)?),
+            Route::One(n) => f(&me.target_for(Some(&n), path)?),
             Route::Many(names) => {
                 let mut out = Vec::new();
                 for name in names {
-                    match self.target_for(Some(&name), path).and_then(|t| f(&t)) {
+                    match me.target_for(Some(&name), path).and_then(|t| f(&t)) {
                         Ok(items) => out.extend(items.into_iter().map(|mut i| {
                             i.set_metadata(Metadata {
                                 hostname: name.clone(),
@@ -285,39 +317,40 @@ impl Ctx {
         path: &str,
         f: impl Fn(&Target) -> Result<BoxStream<I>, Status>,
     ) -> Result<BoxStream<I>, Status> {
-        match self.route(md, path)? {
-            Route::Local => f(&self.target_for(None, path)?),
-            Route::One(n) => f(&self.target_for(Some(&n), path)?),
+        let me = self.effective(md);
+        match me.route(md, path)? {
+            Route::Local => f(&me.target_for(None, path)?),
+            Route::One(n) => f(&me.target_for(Some(&n), path)?),
             Route::Many(names) => {
                 let mut map: StreamMap<usize, BoxStream<I>> = StreamMap::new();
                 for (k, name) in names.into_iter().enumerate() {
-                    let s: BoxStream<I> =
-                        match self.target_for(Some(&name), path).and_then(|t| f(&t)) {
-                            Ok(s) => {
-                                let host = name.clone();
-                                Box::pin(s.map(move |r| {
-                                    Ok(match r {
-                                        Ok(mut i) => {
-                                            i.set_metadata(Metadata {
-                                                hostname: host.clone(),
-                                                ..Default::default()
-                                            });
-                                            i
-                                        }
-                                        Err(s) => {
-                                            let mut i = I::default();
-                                            i.set_metadata(error_metadata(&host, &s));
-                                            i
-                                        }
-                                    })
-                                }))
-                            }
-                            Err(s) => {
-                                let mut i = I::default();
-                                i.set_metadata(error_metadata(&name, &s));
-                                Box::pin(tokio_stream::once(Ok(i)))
-                            }
-                        };
+                    let s: BoxStream<I> = match me.target_for(Some(&name), path).and_then(|t| f(&t))
+                    {
+                        Ok(s) => {
+                            let host = name.clone();
+                            Box::pin(s.map(move |r| {
+                                Ok(match r {
+                                    Ok(mut i) => {
+                                        i.set_metadata(Metadata {
+                                            hostname: host.clone(),
+                                            ..Default::default()
+                                        });
+                                        i
+                                    }
+                                    Err(s) => {
+                                        let mut i = I::default();
+                                        i.set_metadata(error_metadata(&host, &s));
+                                        i
+                                    }
+                                })
+                            }))
+                        }
+                        Err(s) => {
+                            let mut i = I::default();
+                            i.set_metadata(error_metadata(&name, &s));
+                            Box::pin(tokio_stream::once(Ok(i)))
+                        }
+                    };
                     map.insert(k, s);
                 }
                 Ok(Box::pin(map.map(|(_, r)| r)))
@@ -327,9 +360,10 @@ impl Ctx {
 
     /// COSI, ImageService and LifecycleService: no envelope, `nodes` refused.
     pub fn single(&self, md: &MetadataMap, path: &str) -> Result<Target, Status> {
-        match self.route(md, path)? {
-            Route::Local => self.target_for(None, path),
-            Route::One(n) => self.target_for(Some(&n), path),
+        let me = self.effective(md);
+        match me.route(md, path)? {
+            Route::Local => me.target_for(None, path),
+            Route::One(n) => me.target_for(Some(&n), path),
             Route::Many(_) => Err(Status::invalid_argument(format!(
                 "one-2-many proxying is not supported for method {path}"
             ))),

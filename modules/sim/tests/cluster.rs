@@ -975,3 +975,73 @@ async fn etcd_status_snapshot_health_and_status_watch() {
     assert!(spec.yaml_spec.starts_with("stage: running\n"));
     cluster.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn impersonation_staged_maintenance_and_moved_targets() {
+    let cluster = start(2, 0).await;
+    let ep1 = cluster.endpoint(1).unwrap();
+
+    // STAGED in maintenance: stored, the node stays in maintenance until it reboots.
+    let mut m1 = machine(ep1, insecure()).await;
+    let r = m1
+        .apply_configuration(apply_req(&CP, Mode::Staged, false))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(r.messages[0].mode, Mode::Staged as i32);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(cluster.node(1).unwrap().maintenance);
+    cluster.reboot(1).unwrap();
+    wait_back(&cluster, 1).await;
+    assert!(!cluster.node(1).unwrap().maintenance);
+
+    configure(&cluster, 0, &CP).await;
+    let ep0 = cluster.endpoint(0).unwrap();
+
+    // Roles passed in talos-role count only for an os:impersonator peer.
+    let mut imp = machine(ep0, client_tls(&["os:impersonator"])).await;
+    let mut req = tonic::Request::new(());
+    req.metadata_mut()
+        .insert("talos-role", "os:reader".parse().unwrap());
+    assert!(imp.version(req).await.is_ok());
+    let mut req = tonic::Request::new(apply_req(&CP, Mode::Auto, true));
+    req.metadata_mut()
+        .insert("talos-role", "os:reader".parse().unwrap());
+    assert_eq!(
+        imp.apply_configuration(req).await.unwrap_err().code(),
+        Code::PermissionDenied
+    );
+    let mut reader = machine(ep0, client_tls(&["os:reader"])).await;
+    let mut req = tonic::Request::new(BootstrapRequest::default());
+    req.metadata_mut()
+        .insert("talos-role", "os:admin".parse().unwrap());
+    let e = reader.bootstrap(req).await.unwrap_err();
+    assert_eq!(
+        (e.code(), e.message()),
+        (Code::PermissionDenied, "not authorized")
+    );
+
+    // A node that moved: its old address refuses, its new one answers.
+    let old_ip = ep1.ip().to_string();
+    let new_addr = std::net::Ipv4Addr::from(u32::from(cluster.node(1).unwrap().address) + 100);
+    cluster
+        .update_faults(1, |f| f.next_address = Some(new_addr))
+        .unwrap();
+    cluster.reboot(1).unwrap();
+    wait_back(&cluster, 1).await;
+    let mut m0 = machine(ep0, admin()).await;
+    let e = m0.hostname(with_node((), &old_ip)).await.unwrap_err();
+    assert_eq!(e.code(), Code::Unavailable);
+    assert!(
+        e.message().contains("connection refused"),
+        "{}",
+        e.message()
+    );
+    let h = m0
+        .hostname(with_node((), &new_addr.to_string()))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(h.messages[0].hostname, cluster.node(1).unwrap().hostname);
+    cluster.shutdown().await;
+}
