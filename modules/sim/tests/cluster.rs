@@ -10,7 +10,7 @@ use ferro_talos_proto::cluster::{
     HealthCheckRequest, cluster_service_client::ClusterServiceClient,
 };
 use ferro_talos_proto::cosi::resource::{
-    EventType, GetRequest, ListRequest, WatchRequest, state_client::StateClient,
+    EventType, GetRequest, GetResponse, ListRequest, WatchRequest, state_client::StateClient,
 };
 use ferro_talos_proto::machine::apply_configuration_request::Mode;
 use ferro_talos_proto::machine::image_service_client::ImageServiceClient;
@@ -1043,5 +1043,55 @@ async fn impersonation_staged_maintenance_and_moved_targets() {
         .unwrap()
         .into_inner();
     assert_eq!(h.messages[0].hostname, cluster.node(1).unwrap().hostname);
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn try_mode_reverts_after_the_timeout() {
+    let cluster = start(1, 0).await;
+    configure(&cluster, 0, &CP).await;
+    let ch = channel(cluster.endpoint(0).unwrap(), admin())
+        .await
+        .unwrap();
+    let get = || GetRequest {
+        namespace: "config".into(),
+        r#type: "MachineConfigs.config.talos.dev".into(),
+        id: "v1alpha1".into(),
+        options: None,
+    };
+    let mut cosi = StateClient::new(ch.clone());
+    let current = |r: GetResponse| {
+        let spec = r.resource.unwrap().spec.unwrap();
+        MachineConfigSpec::decode(spec.proto_spec.as_slice())
+            .unwrap()
+            .yaml_marshalled
+    };
+    let live = CP.replace("certSANs: []", "certSANs:\n        - 10.0.0.1");
+    let mut req = apply_req(&live, Mode::Try, false);
+    req.try_mode_timeout = Some(prost_types::Duration {
+        seconds: 0,
+        nanos: 600_000_000,
+    });
+    let r = MachineServiceClient::new(ch)
+        .apply_configuration(req)
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(
+        r.messages[0]
+            .mode_details
+            .ends_with("reverted back in 600ms"),
+        "{}",
+        r.messages[0].mode_details
+    );
+    assert_eq!(
+        current(cosi.get(get()).await.unwrap().into_inner()),
+        live.as_bytes()
+    );
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert_eq!(
+        current(cosi.get(get()).await.unwrap().into_inner()),
+        CP.as_bytes()
+    );
     cluster.shutdown().await;
 }
