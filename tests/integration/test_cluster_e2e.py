@@ -1,0 +1,134 @@
+"""A whole cluster converged by examples/site.yml against talos-sim, the way a user runs it."""
+
+import os
+import shutil
+
+import yaml
+
+from conftest import ROOT
+from secrets_scan import leaks, secret_forms
+
+SITE = ROOT / "examples" / "site.yml"
+
+
+def inventory_for(sim, tmp_path, extra_vars=None):
+    cps = [n for n in sim.nodes if n["role"] == "controlplane"]
+    workers = [n for n in sim.nodes if n["role"] == "worker"]
+    data = {
+        "all": {
+            "vars": {
+                "ansible_connection": "local",
+                "ansible_python_interpreter": str(ROOT / ".venv" / "bin" / "python"),
+                "talos_cluster_name": "e2e",
+                "talos_cluster_endpoint": f"https://{cps[0]['address']}:6443",
+                "talos_version": "v1.13",
+                "talos_kubernetes_version": "1.36.1",
+                "talos_secrets_file": str(tmp_path / "cluster" / "secrets.yaml"),
+                "talos_talosconfig": str(tmp_path / "cluster" / "talosconfig"),
+                "talos_generate_secrets": True,
+                **(extra_vars or {}),
+            },
+            "hosts": {"localhost": None},
+            "children": {
+                "controlplane": {"hosts": {f"cp{i + 1}": {"ansible_host": n["address"]} for i, n in enumerate(cps)}},
+                "worker": {"hosts": {f"w{i + 1}": {"ansible_host": n["address"]} for i, n in enumerate(workers)}},
+            },
+        }
+    }
+    path = tmp_path / "inventory.yml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def site(ansible, inventory, **kwargs):
+    return ansible.run(SITE.read_text(), inventory=inventory, **kwargs)
+
+
+def changed_tasks(run):
+    return [(r["task"], r["host"]) for r in run.results if r["result"].get("changed")]
+
+
+def test_fresh_cluster_converges_then_stays_converged(ansible, sim_factory, tmp_path):
+    sim = sim_factory(control_planes=3, workers=1)
+    inventory = inventory_for(sim, tmp_path)
+
+    # Check mode on a cluster in maintenance mode: nothing is touched, nothing fails.
+    check = site(ansible, inventory, check=True, diff=True)
+    assert check.rc == 0, check.output
+    assert all(n["maintenance"] for n in sim.status())
+    assert not (tmp_path / "cluster" / "secrets.yaml").exists()
+
+    first = site(ansible, inventory)
+    assert first.rc == 0, first.output
+    nodes = sim.status()
+    assert all(not n["maintenance"] for n in nodes), nodes
+    assert sum(n["etcd_member"] for n in nodes) == 3
+    applied = [r for r in first.results if r["task"] == "Apply the config"]
+    assert len(applied) == 4 and all(r["result"]["changed"] for r in applied)
+    boot = first.task("Bootstrap etcd once, on the first control plane", host="cp1")["result"]
+    assert boot["changed"] is True
+    assert os.stat(tmp_path / "cluster" / "talosconfig").st_mode & 0o777 == 0o600
+
+    second = site(ansible, inventory)
+    assert second.rc == 0, second.output
+    assert changed_tasks(second) == []
+
+    check_again = site(ansible, inventory, check=True, diff=True)
+    assert check_again.rc == 0, check_again.output
+    assert changed_tasks(check_again) == []
+    forms = secret_forms((tmp_path / "cluster" / "secrets.yaml").read_text())
+    for run in (first, second, check_again):
+        assert leaks(run.output, forms) == []
+
+
+def test_check_before_any_talosconfig_on_an_existing_cluster(ansible, sim_factory, tmp_path):
+    sim = sim_factory(control_planes=3, workers=1)
+    inventory = inventory_for(sim, tmp_path)
+    assert site(ansible, inventory).rc == 0
+    # The operator's checkout has the secrets (e.g. from the vault) but no talosconfig yet.
+    os.remove(tmp_path / "cluster" / "talosconfig")
+    run = site(ansible, inventory, check=True, diff=True)
+    assert run.rc == 0, run.output
+    boot = run.task("Bootstrap etcd once, on the first control plane", host="cp1")["result"]
+    assert boot["changed"] is False and boot["bootstrap_needed"] is False
+    assert "already bootstrapped" in boot["msg"]
+    assert not (tmp_path / "cluster" / "talosconfig").exists()
+
+
+def test_changed_patch_shows_the_key_path_and_no_secret(ansible, sim_factory, tmp_path):
+    sim = sim_factory(control_planes=1, workers=1)
+    patches = [{"cluster": {"extraManifests": ["https://example.com/approver.yaml"]}}]
+    inventory = inventory_for(sim, tmp_path, {"talos_patches": patches})
+    assert site(ansible, inventory).rc == 0
+    # Dropping the manifest and labelling the nodes: the diff names exactly those paths.
+    new = [{"machine": {"nodeLabels": {"tier": "gold"}}}]
+    inventory = inventory_for(sim, tmp_path, {"talos_patches": new})
+    run = site(ansible, inventory, check=True, diff=True, verbosity=3)
+    assert run.rc == 0, run.output
+    cp = run.task("Apply the config", host="cp1")["result"]
+    assert cp["changed"] is True
+    assert set(cp["changed_paths"]) == {"cluster.extraManifests", "machine.nodeLabels.tier"}
+    assert any(r["path"] == "cluster.extraManifests" for r in cp["risky_changes"])
+    assert "tier: gold" in run.stdout
+    forms = secret_forms((tmp_path / "cluster" / "secrets.yaml").read_text())
+    assert leaks(run.output, forms) == []
+    assert leaks(repr(run.results), forms) == []
+
+
+def test_node_back_on_another_address_fails_naming_both(ansible, sim_factory, tmp_path):
+    sim = sim_factory(control_planes=1, workers=1)
+    inventory = inventory_for(sim, tmp_path)
+    assert site(ansible, inventory).rc == 0
+    worker = [n for n in sim.nodes if n["role"] == "worker"][0]
+    moved_to = worker["address"].rsplit(".", 1)[0] + ".77"
+    sim.control(op="fault", node=worker["index"], next_address=moved_to)
+    # A change that needs a reboot (machine.disks) makes the node reboot into the new address.
+    patches = [{"machine": {"disks": [{"device": "/dev/sdb", "partitions": [{"mountpoint": "/var/mnt/d"}]}]}}]
+    inventory = inventory_for(sim, tmp_path, {"talos_patches": patches})
+    playbook = SITE.read_text().replace("config: \"{{ talos_render_path }}\"", "config: \"{{ talos_render_path }}\"\n        timeout: 10")
+    run = ansible.run(playbook, inventory=inventory)
+    assert run.rc != 0
+    failed = [r for r in run.results if r["status"] == "failed"]
+    assert len(failed) == 1 and failed[0]["host"] == "w1", run.output
+    msg = failed[0]["result"]["msg"]
+    assert worker["address"] in msg and "another address" in msg
