@@ -63,6 +63,7 @@ fn activate(st: &mut State, idx: usize, cfg: StoredConfig, persist: bool) {
             Err(e) => eprintln!("talos-sim: node {idx}: keeping previous TLS config: {e:#}"),
         }
     }
+    crate::state::refresh_unsigned_tls(st);
 }
 
 pub fn apply(

@@ -416,6 +416,7 @@ impl Shared {
         self.publish(&mut st, idx, "", sequence_event("boot", A::Stop));
         self.publish(&mut st, idx, "", machine_status_event(stage, true));
         self.sync_etcd(&mut st);
+        refresh_unsigned_tls(&mut st);
         self.notify(&st, idx);
         Ok(())
     }
@@ -508,6 +509,25 @@ pub fn trustd_key(st: &State, cfg: &StoredConfig) -> Option<String> {
         .filter_map(StoredConfig::os_ca)
         .find(|(c, k)| *c == crt && k.is_some())
         .and_then(|(_, k)| k)
+}
+
+/// Workers whose certificate could not be signed yet (no CA key known) get a proper one as soon
+/// as some node's config provides the key, as trustd would then answer their request.
+pub fn refresh_unsigned_tls(st: &mut State) {
+    for i in 0..st.nodes.len() {
+        let n = &st.nodes[i];
+        if !n.tls.as_ref().is_some_and(|t| t.awaiting_ca_key) {
+            continue;
+        }
+        let Some(key) = n.active.as_ref().and_then(|c| trustd_key(st, c)) else {
+            continue;
+        };
+        let n = &mut st.nodes[i];
+        match tls::NodeTls::build(n, Some(key)) {
+            Ok(t) => n.tls = Some(Arc::new(t)),
+            Err(e) => eprintln!("talos-sim: node {i}: cannot sign the server certificate: {e:#}"),
+        }
+    }
 }
 
 /// Services a configured node runs (ServiceList order follows Talos: alphabetical).

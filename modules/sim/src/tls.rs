@@ -21,6 +21,9 @@ pub struct NodeTls {
     pub config: Arc<ServerConfig>,
     /// PEM of the maintenance CA (maintenance only), for inspection.
     pub maintenance_ca: Option<String>,
+    /// Configured, but no OS CA key was available to sign the server certificate (a worker
+    /// configured before any control plane): rebuilt once a key shows up.
+    pub awaiting_ca_key: bool,
 }
 
 pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
@@ -71,6 +74,7 @@ impl NodeTls {
                 maintenance: true,
                 config: Arc::new(cfg),
                 maintenance_ca: Some(ca),
+                awaiting_ca_key: false,
             });
         };
         let (ca_crt, own_key) = active
@@ -83,7 +87,9 @@ impl NodeTls {
                 Err(_) => dns.push(san),
             }
         }
-        let leaf = match own_key.or(ca_key) {
+        let signing_key = own_key.or(ca_key);
+        let awaiting_ca_key = signing_key.is_none();
+        let leaf = match signing_key {
             Some(k) => pki::issue_server_cert(&ca_crt, &k, &node.hostname, &ips, &dns)?,
             // No CA key anywhere (a worker configured before any control plane): a real worker
             // would wait for trustd; the simulator serves a certificate nobody can verify.
@@ -108,6 +114,7 @@ impl NodeTls {
             maintenance: false,
             config: Arc::new(cfg),
             maintenance_ca: None,
+            awaiting_ca_key,
         })
     }
 }

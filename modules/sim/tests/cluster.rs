@@ -1095,3 +1095,24 @@ async fn try_mode_reverts_after_the_timeout() {
     );
     cluster.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker_configured_before_any_control_plane_gets_a_signed_cert_later() {
+    let cluster = start(1, 1).await;
+    configure(&cluster, 1, &WORKER).await;
+    let wep = cluster.endpoint(1).unwrap();
+    // No control plane has the CA key yet: the worker's certificate does not verify.
+    assert!(
+        channel(wep, admin()).await.is_err()
+            || machine(wep, admin()).await.version(()).await.is_err()
+    );
+    configure(&cluster, 0, &CP).await;
+    let v = machine(wep, admin())
+        .await
+        .version(())
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(v.messages[0].features.is_some());
+    cluster.shutdown().await;
+}
