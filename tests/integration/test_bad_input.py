@@ -1,0 +1,85 @@
+"""Malformed input to the node modules: each a clear failed result naming the problem, no panic."""
+
+import pytest
+import yaml
+
+STABILITY = "v1.13.6/stability-secrets.yaml"
+# Nothing listens here: tests that get past validation fail as "unreachable", quickly.
+NOWHERE = "127.0.251.9"
+
+COMMON = [
+    ("unknown option", {"node": NOWHERE, "colour": "blue"}, "Unsupported parameters"),
+    ("missing node", {}, "node"),
+    ("empty node", {"node": ""}, "node"),
+    ("both secrets sources", {"node": NOWHERE, "secrets_file": "{s}", "secrets": {"a": 1}}, "mutually exclusive"),
+    ("secrets file missing", {"node": NOWHERE, "secrets_file": "/nonexistent/secrets.yaml"}, "secrets_file"),
+    ("secrets dict malformed", {"node": NOWHERE, "secrets": {"cluster": {"id": "x"}}}, "secrets"),
+    ("connect_timeout not a number", {"node": NOWHERE, "connect_timeout": "soon"}, "connect_timeout"),
+    ("connect_timeout zero", {"node": NOWHERE, "connect_timeout": 0, "secrets_file": "{s}"}, "connect_timeout"),
+    ("talosconfig context unknown", {"node": NOWHERE, "talosconfig": "{t}", "context": "nope"}, "context"),
+    ("talosconfig not yaml", {"node": NOWHERE, "talosconfig": "{bad}"}, "talosconfig"),
+]
+
+APPLY = [
+    ("config missing", {"node": NOWHERE}, "config"),
+    ("config not yaml", {"node": NOWHERE, "config": "machine: [unclosed\ncluster: x"}, "config"),
+    ("config file missing", {"node": NOWHERE, "config": "/nonexistent/cp.yaml"}, "config"),
+    ("config without v1alpha1", {"node": NOWHERE, "config": "apiVersion: v1alpha1\nkind: HostnameConfig\nauto: stable\n"}, "v1alpha1"),
+    ("bad mode", {"node": NOWHERE, "config": "{c}", "mode": "yolo"}, "mode"),
+    ("bad insecure", {"node": NOWHERE, "config": "{c}", "insecure": "sometimes"}, "insecure"),
+    ("negative timeout", {"node": NOWHERE, "config": "{c}", "timeout": -5}, "timeout"),
+    ("try_timeout zero", {"node": NOWHERE, "config": "{c}", "try_timeout": 0}, "try_timeout"),
+    ("wait not a bool", {"node": NOWHERE, "config": "{c}", "wait": "perhaps"}, "wait"),
+    ("node unreachable", {"node": NOWHERE, "config": "{c}", "connect_timeout": 2}, "nothing answers"),
+]
+
+BOOTSTRAP = [
+    ("timeout too large", {"node": NOWHERE, "timeout": 10**9}, "timeout"),
+    ("control_plane_nodes not a list of strings", {"node": NOWHERE, "control_plane_nodes": [{"a": 1}]}, "control_plane_nodes"),
+    ("wait not a bool", {"node": NOWHERE, "wait": "perhaps"}, "wait"),
+    ("node unreachable", {"node": NOWHERE, "secrets_file": "{s}", "connect_timeout": 2}, "unreachable"),
+]
+
+INFO = [
+    ("node unreachable with credentials", {"node": NOWHERE, "secrets_file": "{s}", "connect_timeout": 2}, "unreachable"),
+    ("node unreachable without credentials", {"node": NOWHERE, "connect_timeout": 2}, "unreachable"),
+]
+
+CASES = (
+    [("talos_apply", *c) for c in COMMON + APPLY]
+    + [("talos_bootstrap", *c) for c in COMMON + BOOTSTRAP]
+    + [("talos_info", *c) for c in COMMON + INFO]
+)
+
+
+@pytest.mark.parametrize("module,name,args,expected", CASES, ids=[f"{c[0]}: {c[1]}" for c in CASES])
+def test_bad_input(ansible, fixtures, tmp_path, module, name, args, expected):
+    config = tmp_path / "cp.yaml"
+    config.write_text((fixtures / "v1.13.6" / "stability-v1.13-base-worker.yaml").read_text())
+    talosconfig = tmp_path / "talosconfig"
+    talosconfig.write_text("context: a\ncontexts:\n    a:\n        endpoints: []\n")
+    bad = tmp_path / "bad-talosconfig"
+    bad.write_text("context: [unclosed\n")
+    values = {"{s}": str(fixtures / STABILITY), "{c}": str(config), "{t}": str(talosconfig), "{bad}": str(bad)}
+
+    def fill(value):
+        if isinstance(value, str):
+            return values.get(value, value)
+        if isinstance(value, list):
+            return [fill(v) for v in value]
+        if isinstance(value, dict):
+            return {k: fill(v) for k, v in value.items()}
+        return value
+
+    args = dict(args)
+    if module == "talos_apply" and name != "config missing":
+        # Common cases test the shared options: give apply a valid config so only they are wrong.
+        args.setdefault("config", "{c}")
+    task = {"name": "bad", f"ferro.talos.{module}": fill(args)}
+    run = ansible.run(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": [task]}]))
+    assert run.rc != 0
+    entry = run.task("bad")
+    assert entry["status"] == "failed"
+    msg = entry["result"]["msg"]
+    assert expected in msg, msg
+    assert "internal error" not in msg and "panicked" not in run.output
