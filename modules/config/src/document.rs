@@ -21,7 +21,11 @@ impl std::fmt::Debug for MachineConfig {
             .iter()
             .map(|d| {
                 let id = DocId::of(d);
-                if id.name.is_empty() { id.kind } else { format!("{}({})", id.kind, id.name) }
+                if id.name.is_empty() {
+                    id.kind
+                } else {
+                    format!("{}({})", id.kind, id.name)
+                }
             })
             .collect();
         f.debug_struct("MachineConfig").field("docs", &ids).finish()
@@ -43,12 +47,22 @@ impl DocId {
     pub fn of(doc: &Value) -> DocId {
         let s = |k: &str| doc.get(k).and_then(Value::as_str).unwrap_or("").to_string();
         let is_v1alpha1 = doc.get("kind").is_none()
-            || ["machine", "cluster", "debug", "persist"].iter().any(|k| doc.get(*k).is_some())
+            || ["machine", "cluster", "debug", "persist"]
+                .iter()
+                .any(|k| doc.get(*k).is_some())
             || doc.get("version").and_then(Value::as_str) == Some("v1alpha1");
         if is_v1alpha1 {
-            DocId { api_version: String::new(), kind: "v1alpha1".into(), name: String::new() }
+            DocId {
+                api_version: String::new(),
+                kind: "v1alpha1".into(),
+                name: String::new(),
+            }
         } else {
-            DocId { api_version: s("apiVersion"), kind: s("kind"), name: s("name") }
+            DocId {
+                api_version: s("apiVersion"),
+                kind: s("kind"),
+                name: s("name"),
+            }
         }
     }
 

@@ -4,18 +4,18 @@
 //! `talosctl gen config` does (comment-free form), applies strategic-merge and RFC 6902 patches,
 //! and compares configs with secrets masked. Pure data in, data out: no I/O, no network.
 
-pub mod document;
-
-pub use document::MachineConfig;
+pub mod contract;
 pub mod diff;
-pub mod merge;
-pub mod patch;
+pub mod document;
+pub mod encode;
+pub mod generate;
+mod key_order;
 pub mod live;
+pub mod merge;
+pub mod parse;
+pub mod patch;
 pub mod redact;
 pub mod risk;
 pub mod validate;
-pub mod contract;
-pub mod encode;
-mod key_order;
-pub mod parse;
-pub mod generate;
+
+pub use document::MachineConfig;

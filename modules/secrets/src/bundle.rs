@@ -496,8 +496,10 @@ mod tests {
     use time::macros::datetime;
     use x509_parser::prelude::{FromDer, ParsedExtension, X509Certificate};
 
-    const STABILITY: &str = include_str!("../../../../shared/talos/fixtures/v1.13.6/stability-secrets.yaml");
-    const TESTDATA: &str = include_str!("../../../../shared/talos/fixtures/v1.13.6/secrets-testdata.yaml");
+    const STABILITY: &str =
+        include_str!("../../../../shared/talos/fixtures/v1.13.6/stability-secrets.yaml");
+    const TESTDATA: &str =
+        include_str!("../../../../shared/talos/fixtures/v1.13.6/secrets-testdata.yaml");
 
     fn without_leading_comment(text: &str) -> &str {
         match text.strip_prefix('#') {

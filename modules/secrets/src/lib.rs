@@ -82,8 +82,10 @@ mod tests {
 
     #[test]
     fn secret_strings_cover_every_secret_form_and_no_public_value() {
-        let bundle =
-            Bundle::from_yaml(include_str!("../../../../shared/talos/fixtures/v1.13.6/secrets-testdata.yaml")).unwrap();
+        let bundle = Bundle::from_yaml(include_str!(
+            "../../../../shared/talos/fixtures/v1.13.6/secrets-testdata.yaml"
+        ))
+        .unwrap();
         let secrets = secret_strings(&bundle);
         let has = |s: &str| secrets.iter().any(|x| x == s);
         assert!(has(&bundle.cluster.secret));

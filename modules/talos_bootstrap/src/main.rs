@@ -3,5 +3,9 @@
 use ferro_talos_tasks::talos_bootstrap;
 
 fn main() {
-    ferro_ansible_protocol::run_module("talos_bootstrap", talos_bootstrap::spec(), talos_bootstrap::run)
+    ferro_ansible_protocol::run_module(
+        "talos_bootstrap",
+        talos_bootstrap::spec(),
+        talos_bootstrap::run,
+    )
 }

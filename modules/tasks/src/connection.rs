@@ -40,7 +40,9 @@ impl Target {
     pub fn from_params(p: &Params) -> Result<Target, ModuleError> {
         let node = p.str("node").unwrap_or_default().trim().to_string();
         if node.is_empty() {
-            return Err(ModuleError::new("node must be the address of a Talos node, got an empty string"));
+            return Err(ModuleError::new(
+                "node must be the address of a Talos node, got an empty string",
+            ));
         }
         let endpoint = p
             .str("endpoint")
@@ -79,7 +81,9 @@ impl CredentialSource {
     pub fn describe(&self) -> String {
         match self {
             CredentialSource::Talosconfig(p) => format!("talosconfig {}", p.display()),
-            CredentialSource::Secrets => "an admin certificate derived in memory from the secrets bundle".into(),
+            CredentialSource::Secrets => {
+                "an admin certificate derived in memory from the secrets bundle".into()
+            }
         }
     }
 }
@@ -113,7 +117,8 @@ pub fn credentials(
         return Ok(None);
     };
     let config = read_talosconfig(&path).map_err(|e| client_error(ctx, e))?;
-    let (_, context) = select_context(&config, p.str("context")).map_err(|e| client_error(ctx, e))?;
+    let (_, context) =
+        select_context(&config, p.str("context")).map_err(|e| client_error(ctx, e))?;
     ctx.mask(context.key.clone());
     let creds = Credentials::from_context(context).map_err(|e| client_error(ctx, e))?;
     ctx.mask(creds.key_pem.clone());
@@ -144,7 +149,10 @@ pub fn load_bundle(ctx: &mut Context, p: &Params) -> Result<Option<Bundle>, Modu
             .map_err(|e| ModuleError::new(format!("secrets: {e:#}")))?
     } else if let Some(path) = p.path("secrets_file") {
         let text = std::fs::read_to_string(&path).map_err(|e| {
-            ModuleError::new(format!("secrets_file {}: cannot read it: {e}", path.display()))
+            ModuleError::new(format!(
+                "secrets_file {}: cannot read it: {e}",
+                path.display()
+            ))
         })?;
         Bundle::from_yaml(&text)
             .map_err(|e| ModuleError::new(format!("secrets_file {}: {e:#}", path.display())))?
@@ -158,8 +166,13 @@ pub fn load_bundle(ctx: &mut Context, p: &Params) -> Result<Option<Bundle>, Modu
 }
 
 fn derive_from_bundle(ctx: &mut Context, bundle: &Bundle) -> Result<Credentials, ModuleError> {
-    let creds = Credentials::from_bundle(bundle, &["os:admin"], DERIVED_CERT_VALIDITY)
-        .map_err(|e| ModuleError::new(format!("secrets: cannot derive an admin certificate: {}", e.message)))?;
+    let creds =
+        Credentials::from_bundle(bundle, &["os:admin"], DERIVED_CERT_VALIDITY).map_err(|e| {
+            ModuleError::new(format!(
+                "secrets: cannot derive an admin certificate: {}",
+                e.message
+            ))
+        })?;
     ctx.mask(creds.key_pem.clone());
     Ok(creds)
 }
@@ -186,7 +199,11 @@ pub async fn connect(
     opts: ConnectOptions,
 ) -> Result<TalosClient, ClientError> {
     let client = TalosClient::connect(&target.endpoint, creds, opts).await?;
-    Ok(if target.routed() { client.with_node(&target.node) } else { client })
+    Ok(if target.routed() {
+        client.with_node(&target.node)
+    } else {
+        client
+    })
 }
 
 /// Runs a module's async body on a current-thread runtime: a module is one short-lived process.
@@ -217,9 +234,15 @@ mod tests {
         assert_eq!(host_of("[fd00::1]:50000"), "fd00::1");
         assert_eq!(host_of("fd00::1"), "fd00::1");
         assert_eq!(host_of("https://cp.example.com:50000"), "cp.example.com");
-        let t = Target { node: "10.0.0.5".into(), endpoint: "10.0.0.5:50000".into() };
+        let t = Target {
+            node: "10.0.0.5".into(),
+            endpoint: "10.0.0.5:50000".into(),
+        };
         assert!(!t.routed());
-        let t = Target { node: "10.0.0.5".into(), endpoint: "10.0.0.2".into() };
+        let t = Target {
+            node: "10.0.0.5".into(),
+            endpoint: "10.0.0.2".into(),
+        };
         assert!(t.routed());
     }
 }

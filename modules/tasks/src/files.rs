@@ -32,8 +32,13 @@ pub fn write_atomic(path: &Path, content: &[u8], mode: u32) -> Result<()> {
         .ok_or_else(|| anyhow!("{} is not a file path", path.display()))?
         .to_string_lossy()
         .into_owned();
-    fs::create_dir_all(dir).with_context(|| format!("cannot create directory {}", dir.display()))?;
-    let tmp = dir.join(format!(".{name}.{}.{:08x}.tmp", std::process::id(), rand::random::<u32>()));
+    fs::create_dir_all(dir)
+        .with_context(|| format!("cannot create directory {}", dir.display()))?;
+    let tmp = dir.join(format!(
+        ".{name}.{}.{:08x}.tmp",
+        std::process::id(),
+        rand::random::<u32>()
+    ));
     // The temp file is created with the final mode (O_EXCL, 0600) so the secret is never readable
     // by others, even briefly.
     let result = (|| -> Result<()> {
@@ -46,7 +51,8 @@ pub fn write_atomic(path: &Path, content: &[u8], mode: u32) -> Result<()> {
         file.set_permissions(fs::Permissions::from_mode(mode))?;
         file.write_all(content)?;
         file.sync_all()?;
-        fs::rename(&tmp, path).with_context(|| format!("cannot move {} into place", path.display()))?;
+        fs::rename(&tmp, path)
+            .with_context(|| format!("cannot move {} into place", path.display()))?;
         if let Ok(d) = File::open(dir) {
             let _ = d.sync_all();
         }
@@ -83,7 +89,10 @@ mod tests {
         fs::create_dir(&path).unwrap();
         fs::write(path.join("x"), "keep").unwrap();
         assert!(write_atomic(&path, b"new", SECRET_MODE).is_err());
-        let names: Vec<_> = fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        let names: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
         assert_eq!(names.len(), 1);
     }
 

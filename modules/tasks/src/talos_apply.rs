@@ -21,7 +21,11 @@ pub fn spec() -> Spec {
                 .default("auto"),
         )
         .option(Opt::int("try_timeout").default(60))
-        .option(Opt::str("insecure").choices(&["auto", "always", "never"]).default("auto"))
+        .option(
+            Opt::str("insecure")
+                .choices(&["auto", "always", "never"])
+                .default("auto"),
+        )
         .option(Opt::bool("wait").default(true))
         .option(Opt::int("timeout").default(600))
         .option(Opt::str("expected_address"))
@@ -191,7 +195,9 @@ async fn apply_first(
         )));
     }
     let Some(creds) = creds else {
-        ctx.warn("no credentials given, so the node's new config could not be verified".to_string());
+        ctx.warn(
+            "no credentials given, so the node's new config could not be verified".to_string(),
+        );
         return Ok(result.msg(format!("applied the first config to {}", req.target.node)));
     };
     verify_back(ctx, req, creds, None).await?;
@@ -312,35 +318,51 @@ async fn verify_back(
     // Routed through an endpoint, the node is still reached through that endpoint; otherwise
     // through the address it should come back on.
     let (endpoint, node) = if req.target.routed() {
-        (req.target.endpoint.clone(), Some(req.expected_address.as_str()))
+        (
+            req.target.endpoint.clone(),
+            Some(req.expected_address.as_str()),
+        )
     } else {
         (req.expected_address.clone(), None)
     };
-    wait_for_reboot(&endpoint, node, creds, old_boot_id, req.timeout, Duration::from_millis(500))
-        .await
-        .map_err(|e| {
-            let mut err = ModuleError::new(format!(
-                "node {} did not come back on {} within {}s after applying the config: {}; \
+    wait_for_reboot(
+        &endpoint,
+        node,
+        creds,
+        old_boot_id,
+        req.timeout,
+        Duration::from_millis(500),
+    )
+    .await
+    .map_err(|e| {
+        let mut err = ModuleError::new(format!(
+            "node {} did not come back on {} within {}s after applying the config: {}; \
                  if it came back on another address (DHCP lease, changed machine.network), set \
                  expected_address or fix the node's address; check the node's console",
-                req.target.node,
-                req.expected_address,
-                req.timeout.as_secs(),
-                e.message
-            ))
-            .with("node", req.target.node.clone())
-            .with("expected_address", req.expected_address.clone());
-            if let Some(code) = e.grpc_code {
-                err = err.with("grpc_code", code);
-            }
-            err
-        })?;
+            req.target.node,
+            req.expected_address,
+            req.timeout.as_secs(),
+            e.message
+        ))
+        .with("node", req.target.node.clone())
+        .with("expected_address", req.expected_address.clone());
+        if let Some(code) = e.grpc_code {
+            err = err.with("grpc_code", code);
+        }
+        err
+    })?;
     let target = Target {
         node: req.expected_address.clone(),
         endpoint: endpoint.clone(),
     };
-    let left = req.timeout.saturating_sub(started.elapsed()).max(Duration::from_secs(5));
-    let opts = ConnectOptions { call_timeout: left.min(Duration::from_secs(30)), ..ConnectOptions::default() };
+    let left = req
+        .timeout
+        .saturating_sub(started.elapsed())
+        .max(Duration::from_secs(5));
+    let opts = ConnectOptions {
+        call_timeout: left.min(Duration::from_secs(30)),
+        ..ConnectOptions::default()
+    };
     let client = connection::connect(&target, creds, opts)
         .await
         .map_err(|e| client_error(ctx, e))?;
@@ -348,7 +370,11 @@ async fn verify_back(
 }
 
 /// Reads the config back and fails when the node does not run what we sent.
-async fn verify_live(ctx: &mut Context, client: &TalosClient, req: &Request) -> Result<(), ModuleError> {
+async fn verify_live(
+    ctx: &mut Context,
+    client: &TalosClient,
+    req: &Request,
+) -> Result<(), ModuleError> {
     let live = client
         .get_machine_config()
         .await
@@ -372,7 +398,11 @@ fn base_result(req: &Request, before: &MachineConfig, changed: bool) -> ModuleRe
         .into_iter()
         .map(|r| json!({"path": r.path, "reason": r.reason}))
         .collect();
-    let changed_paths = if changed { diff::changed_paths(before, &req.desired) } else { Vec::new() };
+    let changed_paths = if changed {
+        diff::changed_paths(before, &req.desired)
+    } else {
+        Vec::new()
+    };
     ModuleResult::new(changed)
         .with("node", req.target.node.clone())
         .with("mode", req.mode_name.clone())
@@ -383,7 +413,11 @@ fn base_result(req: &Request, before: &MachineConfig, changed: bool) -> ModuleRe
 
 fn config_diff(before: &MachineConfig, after: &MachineConfig, node: &str) -> Diff {
     let (b, a) = redact::redacted_pair(before, after);
-    let before_text = if before.docs.is_empty() { String::new() } else { b.to_yaml() };
+    let before_text = if before.docs.is_empty() {
+        String::new()
+    } else {
+        b.to_yaml()
+    };
     Diff::new(before_text, a.to_yaml()).headers(
         format!("{node} (live config, secrets masked)"),
         format!("{node} (desired config, secrets masked)"),

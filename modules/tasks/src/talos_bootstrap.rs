@@ -10,7 +10,11 @@ use crate::connection::{self, Target, client_error, with_connection_options};
 
 pub fn spec() -> Spec {
     with_connection_options(Spec::new())
-        .option(Opt::list("control_plane_nodes").elements(Type::Str).default(json!([])))
+        .option(
+            Opt::list("control_plane_nodes")
+                .elements(Type::Str)
+                .default(json!([])),
+        )
         .option(Opt::bool("wait").default(true))
         .option(Opt::int("timeout").default(300))
 }
@@ -45,7 +49,15 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
         .collect();
     let opts = connection::connect_options(p, Duration::from_secs(20))?;
     let creds = connection::credentials(ctx, p)?;
-    connection::block_on(bootstrap(ctx, p, &target, &others, creds.map(|c| c.0), opts, timeout))?
+    connection::block_on(bootstrap(
+        ctx,
+        p,
+        &target,
+        &others,
+        creds.map(|c| c.0),
+        opts,
+        timeout,
+    ))?
 }
 
 async fn bootstrap(
@@ -60,20 +72,29 @@ async fn bootstrap(
     let result = ModuleResult::unchanged().with("node", target.node.clone());
     let Some(creds) = creds else {
         // Without credentials we can only tell maintenance mode from the rest.
-        let mode = probe(&target.endpoint, &opts).await.map_err(|e| client_error(ctx, e))?;
+        let mode = probe(&target.endpoint, &opts)
+            .await
+            .map_err(|e| client_error(ctx, e))?;
         if mode == NodeMode::Maintenance && ctx.check_mode {
             return Ok(maintenance_answer(result, target));
         }
-        return Err(connection::require_credentials(ctx, p).err().unwrap_or_else(|| {
-            ModuleError::new("no credentials for the Talos API")
-        }));
+        return Err(connection::require_credentials(ctx, p)
+            .err()
+            .unwrap_or_else(|| ModuleError::new("no credentials for the Talos API")));
     };
 
     // Ask this node and the other control planes: any member anywhere means the cluster exists,
     // and bootstrapping a second node would split it.
     let mut answers = Vec::new();
     for node in std::iter::once(&target.node).chain(others) {
-        let t = Target { node: node.clone(), endpoint: if node == &target.node { target.endpoint.clone() } else { node.clone() } };
+        let t = Target {
+            node: node.clone(),
+            endpoint: if node == &target.node {
+                target.endpoint.clone()
+            } else {
+                node.clone()
+            },
+        };
         answers.push((node.clone(), ask_members(&t, &creds, &opts).await));
     }
     if let Some((node, n)) = answers.iter().find_map(|(node, a)| match a {
@@ -83,7 +104,9 @@ async fn bootstrap(
         return Ok(result
             .with("bootstrap_needed", false)
             .with("etcd_members", n)
-            .msg(format!("etcd is already bootstrapped ({n} member(s), asked {node})")));
+            .msg(format!(
+                "etcd is already bootstrapped ({n} member(s), asked {node})"
+            )));
     }
     if matches!(answers.first(), Some((_, Members::Maintenance))) {
         if ctx.check_mode {
@@ -129,9 +152,10 @@ async fn bootstrap(
     match client.bootstrap().await {
         Ok(()) => {}
         Err(e) if e.kind == ErrorKind::AlreadyExists => {
-            return Ok(result
-                .with("bootstrap_needed", false)
-                .msg(format!("etcd on {} is already bootstrapped (etcd data directory is not empty)", target.node)));
+            return Ok(result.with("bootstrap_needed", false).msg(format!(
+                "etcd on {} is already bootstrapped (etcd data directory is not empty)",
+                target.node
+            )));
         }
         Err(e) => return Err(client_error(ctx, e)),
     }
@@ -145,12 +169,10 @@ async fn bootstrap(
 }
 
 fn maintenance_answer(result: ModuleResult, target: &Target) -> ModuleResult {
-    let mut r = result
-        .with("bootstrap_needed", true)
-        .msg(format!(
-            "{} is in maintenance mode: etcd would be bootstrapped after the first apply",
-            target.node
-        ));
+    let mut r = result.with("bootstrap_needed", true).msg(format!(
+        "{} is in maintenance mode: etcd would be bootstrapped after the first apply",
+        target.node
+    ));
     r.changed = true;
     r
 }
@@ -169,9 +191,16 @@ async fn ask_members(target: &Target, creds: &Credentials, opts: &ConnectOptions
         Ok(m) if !m.is_empty() => Members::Present(m.len()),
         Ok(_) => Members::None,
         // etcd not running yet: the normal answer before bootstrap (api.md §15).
-        Err(e) if matches!(e.kind, ErrorKind::Unreachable) && e.grpc_code.is_some() => Members::None,
+        Err(e) if matches!(e.kind, ErrorKind::Unreachable) && e.grpc_code.is_some() => {
+            Members::None
+        }
         Err(e) if e.kind == ErrorKind::MaintenanceMode => Members::Maintenance,
-        Err(e) if e.message.contains("no controlplane endpoints discovered yet") => Members::None,
+        Err(e)
+            if e.message
+                .contains("no controlplane endpoints discovered yet") =>
+        {
+            Members::None
+        }
         Err(e) => match probe(&target.endpoint, opts).await {
             Ok(NodeMode::Maintenance) => Members::Maintenance,
             _ => Members::Unknown(e.to_string()),

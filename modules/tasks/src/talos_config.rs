@@ -29,19 +29,39 @@ pub fn spec() -> Spec {
         .option(Opt::str("kubernetes_version"))
         .option(Opt::str("install_disk").default("/dev/sda"))
         .option(Opt::str("install_image"))
-        .option(Opt::list("additional_sans").elements(Type::Str).default(json!([])))
+        .option(
+            Opt::list("additional_sans")
+                .elements(Type::Str)
+                .default(json!([])),
+        )
         .option(Opt::str("dns_domain").default("cluster.local"))
-        .option(Opt::list("pod_subnets").elements(Type::Str).default(json!(["10.244.0.0/16"])))
-        .option(Opt::list("service_subnets").elements(Type::Str).default(json!(["10.96.0.0/12"])))
+        .option(
+            Opt::list("pod_subnets")
+                .elements(Type::Str)
+                .default(json!(["10.244.0.0/16"])),
+        )
+        .option(
+            Opt::list("service_subnets")
+                .elements(Type::Str)
+                .default(json!(["10.96.0.0/12"])),
+        )
         .option(Opt::bool("allow_scheduling_on_control_planes").default(false))
         .option(Opt::dict("registry_mirrors").default(json!({})))
-        .option(Opt::list("install_extra_kernel_args").elements(Type::Str).default(json!([])))
+        .option(
+            Opt::list("install_extra_kernel_args")
+                .elements(Type::Str)
+                .default(json!([])),
+        )
         .option(Opt::int("local_api_server_port"))
         .option(Opt::list("patches").elements(Type::Raw).default(json!([])))
         .option(Opt::str("base_config"))
         .option(Opt::path("dest"))
         .option(Opt::path("talosconfig"))
-        .option(Opt::list("endpoints").elements(Type::Str).default(json!([])))
+        .option(
+            Opt::list("endpoints")
+                .elements(Type::Str)
+                .default(json!([])),
+        )
         .option(Opt::list("nodes").elements(Type::Str).default(json!([])))
         .option(Opt::int("talosconfig_renew_before").default(30))
         .option(Opt::bool("validate").default(true))
@@ -142,15 +162,18 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
                 "talosconfig needs the secrets bundle to issue an admin certificate: set secrets_file or secrets",
             ));
         };
-        let cluster_name = cluster_name(p, rendered.as_ref()).ok_or_else(|| {
-            ModuleError::new("talosconfig needs cluster_name (the context name)")
-        })?;
+        let cluster_name = cluster_name(p, rendered.as_ref())
+            .ok_or_else(|| ModuleError::new("talosconfig needs cluster_name (the context name)"))?;
         let outcome = converge_talosconfig(ctx, p, &path, bundle, &cluster_name, now)?;
         if outcome.changed {
             changed = true;
             messages.push(format!(
                 "{} {}: {}",
-                if ctx.check_mode { "would write" } else { "wrote" },
+                if ctx.check_mode {
+                    "would write"
+                } else {
+                    "wrote"
+                },
                 path.display(),
                 outcome.reason
             ));
@@ -167,7 +190,9 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
     // failed, no new bundle was left behind that the user did not get a config for.
     if secrets_generated && !ctx.check_mode {
         let path = p.path("secrets_file").unwrap_or_default();
-        let b = bundle.as_ref().ok_or_else(|| ModuleError::new("internal error: no bundle"))?;
+        let b = bundle
+            .as_ref()
+            .ok_or_else(|| ModuleError::new("internal error: no bundle"))?;
         write_atomic(&path, b.to_yaml().as_bytes(), SECRET_MODE).map_err(module_error)?;
     }
 
@@ -180,10 +205,7 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
     Ok(result.msg(msg))
 }
 
-fn load_secrets(
-    p: &Params,
-    contract: Contract,
-) -> Result<(Option<Bundle>, bool), ModuleError> {
+fn load_secrets(p: &Params, contract: Contract) -> Result<(Option<Bundle>, bool), ModuleError> {
     if let Some(dict) = p.dict("secrets") {
         let bundle = Bundle::from_value(&Value::Object(dict.clone()))
             .map_err(|e| ModuleError::new(format!("secrets: {e:#}")))?;
@@ -194,15 +216,13 @@ fn load_secrets(
     };
     match read_optional(&path).map_err(module_error)? {
         Some(text) => {
-            let bundle = Bundle::from_yaml(&text).map_err(|e| {
-                ModuleError::new(format!("secrets_file {}: {e:#}", path.display()))
-            })?;
+            let bundle = Bundle::from_yaml(&text)
+                .map_err(|e| ModuleError::new(format!("secrets_file {}: {e:#}", path.display())))?;
             Ok((Some(bundle), false))
         }
         None if p.bool("generate_secrets") => {
-            let bundle =
-                Bundle::generate((u64::from(contract.major), u64::from(contract.minor)))
-                    .map_err(module_error)?;
+            let bundle = Bundle::generate((u64::from(contract.major), u64::from(contract.minor)))
+                .map_err(module_error)?;
             Ok((Some(bundle), true))
         }
         None => Err(ModuleError::new(format!(
@@ -213,7 +233,11 @@ fn load_secrets(
     }
 }
 
-fn render(p: &Params, contract: Contract, bundle: Option<&Bundle>) -> Result<MachineConfig, ModuleError> {
+fn render(
+    p: &Params,
+    contract: Contract,
+    bundle: Option<&Bundle>,
+) -> Result<MachineConfig, ModuleError> {
     let mut cfg = if let Some(base) = p.str("base_config") {
         let text = read_base_config(base).map_err(|e| option_error("base_config", e))?;
         MachineConfig::parse(&text).map_err(|e| option_error("base_config", e))?
@@ -270,9 +294,12 @@ fn generate_options(p: &Params, contract: Contract) -> Result<GenerateOptions, M
     opts.allow_scheduling_on_control_planes = p.bool("allow_scheduling_on_control_planes");
     opts.install_extra_kernel_args = strings(p, "install_extra_kernel_args");
     if let Some(port) = p.int("local_api_server_port") {
-        opts.local_api_server_port = Some(u16::try_from(port).ok().filter(|p| *p > 0).ok_or_else(|| {
-            ModuleError::new(format!("local_api_server_port must be a TCP port (1-65535), got {port}"))
-        })?);
+        opts.local_api_server_port =
+            Some(u16::try_from(port).ok().filter(|p| *p > 0).ok_or_else(|| {
+                ModuleError::new(format!(
+                    "local_api_server_port must be a TCP port (1-65535), got {port}"
+                ))
+            })?);
     }
     for (host, url) in p.dict("registry_mirrors").into_iter().flatten() {
         let url = url.as_str().filter(|u| !u.is_empty()).ok_or_else(|| {
@@ -310,7 +337,10 @@ fn load_patches(p: &Params) -> Result<Vec<Patch>, ModuleError> {
             Value::String(s) if s.starts_with('@') => {
                 let path = Path::new(&s[1..]);
                 std::fs::read_to_string(path).map_err(|e| {
-                    ModuleError::new(format!("{label}: cannot read patch file {}: {e}", path.display()))
+                    ModuleError::new(format!(
+                        "{label}: cannot read patch file {}: {e}",
+                        path.display()
+                    ))
                 })?
             }
             Value::String(s) => s.clone(),
@@ -352,7 +382,10 @@ fn converge_config_file(
         Some(t) => match MachineConfig::parse(t) {
             Ok(c) => Some(c),
             Err(_) => {
-                ctx.warn(format!("{} does not hold a valid config; it will be replaced", dest.display()));
+                ctx.warn(format!(
+                    "{} does not hold a valid config; it will be replaced",
+                    dest.display()
+                ));
                 None
             }
         },
@@ -364,15 +397,26 @@ fn converge_config_file(
         }
     }
     let before = existing.clone().unwrap_or_default();
-    let same = existing.as_ref().map(|c| c.to_yaml() == text).unwrap_or(false);
-    let changed_paths = if same { Vec::new() } else { diff::changed_paths(&before, cfg) };
+    let same = existing
+        .as_ref()
+        .map(|c| c.to_yaml() == text)
+        .unwrap_or(false);
+    let changed_paths = if same {
+        Vec::new()
+    } else {
+        diff::changed_paths(&before, cfg)
+    };
     let risky: Vec<Value> = risk::risky_changes(&before, cfg)
         .into_iter()
         .map(|r| json!({"path": r.path, "reason": r.reason}))
         .collect();
     let diff = (!same && ctx.diff).then(|| {
         let (b, a) = redact::redacted_pair(&before, cfg);
-        let before_text = if existing_text.is_some() { b.to_yaml() } else { String::new() };
+        let before_text = if existing_text.is_some() {
+            b.to_yaml()
+        } else {
+            String::new()
+        };
         Diff::new(before_text, a.to_yaml()).headers(
             format!("{} (secrets masked)", dest.display()),
             format!("{} (secrets masked)", dest.display()),
@@ -381,7 +425,12 @@ fn converge_config_file(
     if !same && !ctx.check_mode {
         write_atomic(dest, text.as_bytes(), SECRET_MODE).map_err(module_error)?;
     }
-    Ok(FileOutcome { changed: !same, changed_paths, risky: Value::Array(risky), diff })
+    Ok(FileOutcome {
+        changed: !same,
+        changed_paths,
+        risky: Value::Array(risky),
+        diff,
+    })
 }
 
 struct TalosconfigOutcome {
@@ -413,29 +462,37 @@ fn converge_talosconfig(
     let existing = existing_text.as_deref().map(TalosConfig::from_yaml);
     let (mut desired, reason) = match existing {
         None => (None, "no talosconfig yet".to_string()),
-        Some(Err(e)) => (None, format!("the existing file is not a valid talosconfig ({e:#})")),
+        Some(Err(e)) => (
+            None,
+            format!("the existing file is not a valid talosconfig ({e:#})"),
+        ),
         Some(Ok(cfg)) => match cfg.needs_renewal(cluster_name, &os_ca_crt, renew_before, now) {
             Some(why) => (Some(cfg), why),
             None => {
-                let reason = "admin certificate is valid and signed by the cluster's CA".to_string();
+                let reason =
+                    "admin certificate is valid and signed by the cluster's CA".to_string();
                 (Some(cfg), reason)
             }
         },
     };
-    if let Some(cfg) = &desired {
-        if let Some(c) = cfg.contexts.get(cluster_name) {
-            ctx.mask(c.key.clone());
-        }
+    if let Some(c) = desired.as_ref().and_then(|cfg| cfg.contexts.get(cluster_name)) {
+        ctx.mask(c.key.clone());
     }
     let keep_cert = desired
         .as_ref()
-        .map(|c| c.needs_renewal(cluster_name, &os_ca_crt, renew_before, now).is_none())
+        .map(|c| {
+            c.needs_renewal(cluster_name, &os_ca_crt, renew_before, now)
+                .is_none()
+        })
         .unwrap_or(false);
     let mut reason = reason;
     let new_cfg = if keep_cert {
         // Keep the certificate; only endpoints, nodes and the current context may change.
         let mut cfg = desired.take().expect("checked above");
-        let context = cfg.contexts.get_mut(cluster_name).expect("checked by needs_renewal");
+        let context = cfg
+            .contexts
+            .get_mut(cluster_name)
+            .expect("checked by needs_renewal");
         let mut updates = Vec::new();
         if context.endpoints != endpoints {
             context.endpoints = endpoints.clone();
@@ -459,7 +516,11 @@ fn converge_talosconfig(
         match desired.take() {
             // Other contexts in the file are the user's: keep them.
             Some(mut cfg) => {
-                let ctx_value = fresh.contexts.get(cluster_name).cloned().expect("just issued");
+                let ctx_value = fresh
+                    .contexts
+                    .get(cluster_name)
+                    .cloned()
+                    .expect("just issued");
                 cfg.contexts.insert(cluster_name.to_string(), ctx_value);
                 cfg.context = Some(cluster_name.to_string());
                 reason = format!("re-issued the admin certificate: {reason}");
@@ -476,13 +537,16 @@ fn converge_talosconfig(
     }
     let text = new_cfg.to_yaml();
     let changed = existing_text.as_deref() != Some(text.as_str());
-    let diff = (changed && ctx.diff).then(|| {
-        Diff::prepared(format!("talosconfig {}: {reason}\n", path.display()))
-    });
+    let diff = (changed && ctx.diff)
+        .then(|| Diff::prepared(format!("talosconfig {}: {reason}\n", path.display())));
     if changed && !ctx.check_mode {
         write_atomic(path, text.as_bytes(), SECRET_MODE).map_err(module_error)?;
     }
-    Ok(TalosconfigOutcome { changed, reason, diff })
+    Ok(TalosconfigOutcome {
+        changed,
+        reason,
+        diff,
+    })
 }
 
 fn cluster_name(p: &Params, cfg: Option<&MachineConfig>) -> Option<String> {
