@@ -10,6 +10,7 @@ pub mod talos_apply;
 pub mod talos_bootstrap;
 pub mod talos_config;
 pub mod talos_info;
+pub mod talos_upgrade;
 
 /// Lower-case hex SHA-256, the form every `*_sha256` result uses.
 pub fn sha256_hex(bytes: &[u8]) -> String {
