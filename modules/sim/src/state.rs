@@ -530,7 +530,7 @@ pub fn refresh_unsigned_tls(st: &mut State) {
     }
 }
 
-/// Services a configured node runs (ServiceList order follows Talos: alphabetical).
+/// Services a configured node runs, by id.
 pub fn services_for(control_plane: bool) -> Vec<&'static str> {
     if control_plane {
         vec![
