@@ -38,6 +38,6 @@ options:
     type: int
     default: 10
 notes:
-  - Run the module on the controller (C(delegate_to: localhost) or C(connection: local)); it reaches nodes over
-    the Talos API on port 50000 with mutual TLS.
+  - "Run the module on the controller (C(delegate_to: localhost) or C(connection: local)); it reaches nodes over
+    the Talos API on port 50000 with mutual TLS."
 """
