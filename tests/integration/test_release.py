@@ -1,0 +1,269 @@
+"""tools/release and the three ways a user pins a release: tarball by path, tarball by URL, git tag.
+
+Each test works on a private clone of the repository with its own version, so the real repository's
+branches and tags are never touched. Binaries come from the already-built FERRO_TARGET_DIR (no cargo).
+"""
+
+import contextlib
+import http.server
+import json
+import os
+import pathlib
+import stat
+import subprocess
+import tarfile
+import threading
+
+import pytest
+import yaml
+
+from conftest import ROOT, Ansible
+
+VERSION = "99.1.0"
+TAG = f"v{VERSION}"
+GIT_USER = ["-c", "user.name=ferro release test", "-c", "user.email=release-test@invalid"]
+STABILITY = "v1.13.6/stability-secrets.yaml"
+
+
+def git(repo, *args):
+    proc = subprocess.run(["git", *GIT_USER, *args], cwd=repo, capture_output=True, text=True)
+    assert proc.returncode == 0, f"git {' '.join(args)} failed:\n{proc.stdout}{proc.stderr}"
+    return proc.stdout.strip()
+
+
+def sidecar_names(repo):
+    return sorted(p.stem for p in (repo / "plugins" / "modules").glob("*.yml"))
+
+
+class Release:
+    def __init__(self, repo, dist, env):
+        self.repo = repo
+        self.dist = dist
+        self.env = env
+        self.tarball = dist / f"ferro-talos-{VERSION}.tar.gz"
+
+    def run(self, *args):
+        return subprocess.run(
+            ["tools/release", *args], cwd=self.repo, env=self.env, capture_output=True, text=True, timeout=600
+        )
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory):
+    target = os.environ.get("FERRO_TARGET_DIR")
+    if not target:
+        pytest.fail("FERRO_TARGET_DIR is not set: run the tests through `make test`", pytrace=False)
+    base = tmp_path_factory.mktemp("release")
+    repo = base / "repo"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(repo)], check=True)
+    # Share the project's venv; an old mtime on the clone's requirements keeps setup-python from reinstalling.
+    (repo / ".venv").symlink_to(ROOT / ".venv")
+    os.utime(repo / "tools" / "requirements.txt", (0, 0))
+
+    galaxy = repo / "galaxy.yml"
+    text = galaxy.read_text()
+    current = yaml.safe_load(text)["version"]
+    galaxy.write_text(text.replace(f"version: {current}\n", f"version: {VERSION}\n", 1))
+    (repo / "changelogs" / "fragments" / "release-test.yml").write_text(
+        "---\nrelease_summary: Release made by the release test.\n"
+    )
+    git(repo, "add", "galaxy.yml", "changelogs/fragments/release-test.yml")
+    git(repo, "commit", "-q", "-m", f"test: version {VERSION}")
+
+    env = dict(os.environ)
+    env.update(
+        {
+            "CARGO_TARGET_DIR": str(pathlib.Path(target).parent),
+            "DIST_DIR": str(base / "dist"),
+            "GIT_AUTHOR_NAME": "ferro release test",
+            "GIT_AUTHOR_EMAIL": "release-test@invalid",
+            "GIT_COMMITTER_NAME": "ferro release test",
+            "GIT_COMMITTER_EMAIL": "release-test@invalid",
+        }
+    )
+    rel = Release(repo, base / "dist", env)
+    rel.before = git(repo, "rev-parse", "HEAD")
+    proc = rel.run(VERSION, "--no-cargo")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rel.stdout = proc.stdout
+    return rel
+
+
+def test_release_refuses_a_version_galaxy_yml_does_not_have(release):
+    proc = release.run("99.2.0", "--no-cargo")
+    assert proc.returncode != 0
+    assert f"galaxy.yml says version '{VERSION}', not '99.2.0'" in proc.stderr
+    proc = release.run("v99", "--no-cargo")
+    assert proc.returncode != 0
+    assert "VERSION must look like 1.2.3" in proc.stderr
+
+
+def test_release_refuses_an_existing_tag(release):
+    head = git(release.repo, "rev-parse", "HEAD")
+    proc = release.run(VERSION, "--no-cargo")
+    assert proc.returncode != 0
+    assert f"tag {TAG} already exists" in proc.stderr
+    assert git(release.repo, "rev-parse", "HEAD") == head
+
+
+def test_release_commits_the_changelog_and_tags_a_commit_with_binaries(release):
+    repo = release.repo
+    head = git(repo, "rev-parse", "HEAD")
+    assert git(repo, "rev-parse", "HEAD~1") == release.before
+    assert git(repo, "log", "-1", "--format=%s") == f"Release {VERSION}"
+    assert git(repo, "symbolic-ref", "--short", "HEAD") == git(ROOT, "symbolic-ref", "--short", "HEAD")
+    assert git(repo, "status", "--porcelain", "--untracked-files=no") == ""
+
+    changelog = yaml.safe_load((repo / "changelogs" / "changelog.yaml").read_text())
+    assert changelog["releases"][VERSION]["changes"]["release_summary"] == "Release made by the release test."
+    assert f"v{VERSION}" in (repo / "CHANGELOG.rst").read_text()
+    assert not (repo / "changelogs" / "fragments" / "release-test.yml").exists()
+
+    # The branch carries no binaries; the tag's commit adds exactly the binaries, executable.
+    names = sidecar_names(repo)
+    assert names, "no sidecar docs found"
+    on_branch = git(repo, "ls-tree", "--name-only", "HEAD", "plugins/modules/").split()
+    assert sorted(on_branch) == sorted(f"plugins/modules/{n}.yml" for n in names)
+    tagged = git(repo, "rev-parse", f"{TAG}^{{commit}}")
+    assert git(repo, "rev-parse", f"{tagged}^") == head
+    assert git(repo, "cat-file", "-t", f"refs/tags/{TAG}") == "tag", "the tag must be annotated"
+    diff = git(repo, "diff-tree", "-r", "--no-commit-id", "--name-status", head, tagged).splitlines()
+    assert sorted(diff) == sorted(f"A\tplugins/modules/{n}" for n in names)
+    with tarfile.open(release.tarball) as tar:
+        for name in names:
+            entry = git(repo, "ls-tree", tagged, f"plugins/modules/{name}")
+            assert entry.startswith("100755 blob "), entry
+            member = tar.getmember(f"plugins/modules/{name}")
+            assert member.mode & 0o111, f"{name} is not executable in the tarball"
+            in_git = subprocess.run(
+                ["git", "cat-file", "blob", f"{tagged}:plugins/modules/{name}"], cwd=repo, capture_output=True
+            ).stdout
+            assert in_git == tar.extractfile(member).read(), f"{name} differs between the tag and the tarball"
+            assert in_git[:4] == b"\x7fELF"
+    assert str(release.tarball) in release.stdout
+
+
+@contextlib.contextmanager
+def serve(directory):
+    """An HTTP server for `directory` on 127.0.0.1 at a free port, stopped on exit."""
+    handler = lambda *a, **kw: http.server.SimpleHTTPRequestHandler(*a, directory=str(directory), **kw)  # noqa: E731
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+def install(tmp_path, requirement):
+    """Install from a collections/requirements.yml holding `requirement`; returns the collections path."""
+    project = tmp_path / "project"
+    (project / "collections").mkdir(parents=True)
+    req = project / "collections" / "requirements.yml"
+    req.write_text(yaml.safe_dump({"collections": [requirement]}, sort_keys=False))
+    collections = tmp_path / "collections"
+    ansible = Ansible(tmp_path)
+    proc = subprocess.run(
+        [str(ROOT / ".venv" / "bin" / "ansible-galaxy"), "collection", "install", "-r", str(req), "-p", str(collections)],
+        cwd=project,
+        env=ansible.env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"ferro.talos:{VERSION} was installed successfully" in proc.stdout, proc.stdout
+    return collections
+
+
+def assert_installed_and_working(release, collections, tmp_path, fixtures):
+    installed = collections / "ansible_collections" / "ferro" / "talos"
+    manifest = json.loads((installed / "MANIFEST.json").read_text())
+    assert manifest["collection_info"]["version"] == VERSION
+    for name in sidecar_names(release.repo):
+        binary = installed / "plugins" / "modules" / name
+        assert binary.is_file(), f"{name} binary missing"
+        assert stat.S_IMODE(binary.stat().st_mode) == 0o755, f"{name} is not executable"
+        assert (installed / "plugins" / "modules" / f"{name}.yml").is_file()
+    assert not (installed / "modules").exists(), "Rust sources must not be installed"
+
+    ansible = Ansible(tmp_path)
+    ansible.collections = str(collections)
+    doc = subprocess.run(
+        [str(ansible.bin / "ansible-doc"), "-j", "ferro.talos.talos_config"],
+        env=ansible.env(),
+        capture_output=True,
+        text=True,
+    )
+    assert doc.returncode == 0, doc.stderr
+    assert str(installed) in json.loads(doc.stdout)["ferro.talos.talos_config"]["doc"]["filename"]
+
+    dest = tmp_path / "worker.yaml"
+    run = ansible.run(
+        f"""
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: render
+      ferro.talos.talos_config:
+        secrets_file: {fixtures}/{STABILITY}
+        machine_type: worker
+        cluster_name: base
+        cluster_endpoint: https://base:6443
+        kubernetes_version: 1.28.0
+        talos_version: v1.13
+        install_image: ""
+        install_disk: ""
+        validate: false
+        dest: {dest}
+"""
+    )
+    assert run.rc == 0, run.output
+    assert run.task("render")["result"]["changed"] is True
+    assert dest.read_text() == (fixtures / "v1.13.6" / "stability-v1.13-base-worker.yaml").read_text()
+
+
+def test_install_release_tarball_by_file_path(release, tmp_path, fixtures):
+    collections = install(tmp_path, {"name": str(release.tarball), "type": "file"})
+    assert_installed_and_working(release, collections, tmp_path, fixtures)
+
+
+def test_install_release_tarball_by_url(release, tmp_path, fixtures):
+    with serve(release.dist) as base_url:
+        url = f"{base_url}/{release.tarball.name}"
+        collections = install(tmp_path, {"name": url, "type": "url"})
+    assert_installed_and_working(release, collections, tmp_path, fixtures)
+
+
+def test_install_from_git_tag(release, tmp_path, fixtures):
+    collections = install(tmp_path, {"name": f"git+file://{release.repo}", "type": "git", "version": TAG})
+    assert_installed_and_working(release, collections, tmp_path, fixtures)
+
+
+def test_install_from_a_branch_without_binaries_has_none(release, tmp_path):
+    """Why the tag exists: main itself carries only sidecars, so a branch install has no runnable modules."""
+    project = tmp_path / "project"
+    project.mkdir()
+    ansible = Ansible(tmp_path)
+    proc = subprocess.run(
+        [
+            str(ROOT / ".venv" / "bin" / "ansible-galaxy"),
+            "collection",
+            "install",
+            f"git+file://{release.repo},{git(release.repo, 'symbolic-ref', '--short', 'HEAD')}",
+            "-p",
+            str(tmp_path / "collections"),
+        ],
+        cwd=project,
+        env=ansible.env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    modules = tmp_path / "collections" / "ansible_collections" / "ferro" / "talos" / "plugins" / "modules"
+    assert sorted(p.name for p in modules.iterdir() if p.suffix != ".yml") == []
+
