@@ -118,6 +118,8 @@ fn real_main(args: Args) -> Result<()> {
         },
         shutdown_signal(),
     ));
+    // Connection tasks may still be winding down; do not wait for them.
+    rt.shutdown_timeout(Duration::from_millis(200));
     if let Some(p) = &args.pid_file {
         let _ = std::fs::remove_file(p);
     }
