@@ -475,7 +475,10 @@ fn converge_talosconfig(
             }
         },
     };
-    if let Some(c) = desired.as_ref().and_then(|cfg| cfg.contexts.get(cluster_name)) {
+    if let Some(c) = desired
+        .as_ref()
+        .and_then(|cfg| cfg.contexts.get(cluster_name))
+    {
         ctx.mask(c.key.clone());
     }
     let keep_cert = desired
