@@ -9,7 +9,9 @@ pub mod files;
 pub mod talos_apply;
 pub mod talos_bootstrap;
 pub mod talos_config;
+pub mod talos_health;
 pub mod talos_info;
+pub mod talos_kubeconfig;
 pub mod talos_upgrade;
 
 /// Lower-case hex SHA-256, the form every `*_sha256` result uses.

@@ -1,0 +1,658 @@
+//! `talos_health`: a read-only health gate. Polls a set of checks (nodes answer, etcd members
+//! are the control planes, etcd and the core services run and are healthy, Talos's own cluster
+//! health check) until all pass or the timeout expires, and names the first failing check.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Opt, Params, Spec, Type};
+use ferro_talos_client::proto::cluster::ClusterInfo;
+use ferro_talos_client::proto::machine::ServiceInfo;
+use ferro_talos_client::{ConnectOptions, Credentials, TalosClient};
+use serde_json::{Value, json};
+
+use crate::connection::{self, Target, with_connection_options};
+
+pub const CHECK_API: &str = "Talos API answers";
+pub const CHECK_ETCD_MEMBERS: &str = "etcd members are the control planes";
+pub const CHECK_ETCD_SERVICE: &str = "etcd is running and healthy";
+pub const CHECK_SERVICES: &str = "core services are up";
+pub const CHECK_TALOS: &str = "Talos cluster health check";
+
+/// Services every configured node runs; control planes add [`CONTROL_PLANE_SERVICES`].
+const CORE_SERVICES: &[&str] = &["apid", "containerd", "machined", "kubelet"];
+const CONTROL_PLANE_SERVICES: &[&str] = &["etcd", "trustd"];
+
+/// Pause between two rounds of checks.
+const POLL_INTERVAL: Duration = Duration::from_secs(2);
+/// Upper bound of one unary call, so one hung node cannot eat the whole timeout.
+const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+const MAX_TIMEOUT: i64 = 86_400;
+
+pub fn spec() -> Spec {
+    with_connection_options(Spec::new())
+        .option(Opt::int("timeout").default(300))
+        .option(Opt::list("control_plane_nodes").elements(Type::Str))
+        .option(Opt::list("worker_nodes").elements(Type::Str))
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    Ok,
+    Failed,
+    Pending,
+}
+
+impl Status {
+    fn as_str(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::Failed => "failed",
+            Status::Pending => "pending",
+        }
+    }
+}
+
+/// One check on one node, as reported in `checks`.
+#[derive(Clone, Debug)]
+pub struct Check {
+    pub name: &'static str,
+    pub node: String,
+    pub status: Status,
+    pub message: String,
+}
+
+impl Check {
+    fn new(name: &'static str, node: &str, status: Status, message: impl Into<String>) -> Check {
+        Check {
+            name,
+            node: node.to_string(),
+            status,
+            message: message.into(),
+        }
+    }
+
+    fn to_json(&self) -> Value {
+        json!({
+            "name": self.name,
+            "node": self.node,
+            "status": self.status.as_str(),
+            "message": self.message,
+        })
+    }
+}
+
+/// What the operator should do when a check keeps failing.
+fn advice(name: &str) -> &'static str {
+    match name {
+        CHECK_API => {
+            "check that the node is powered on, configured (not in maintenance mode) and reachable on port 50000"
+        }
+        CHECK_ETCD_MEMBERS => {
+            "check that etcd was bootstrapped (talos_bootstrap) and that control_plane_nodes lists exactly the control planes"
+        }
+        CHECK_ETCD_SERVICE => {
+            "inspect it with `talosctl -n <node> service etcd` and `talosctl -n <node> logs etcd`"
+        }
+        CHECK_SERVICES => {
+            "inspect it with `talosctl -n <node> services` and the failing service's logs"
+        }
+        _ => "see talos_health_messages for Talos's own progress lines, or run `talosctl health`",
+    }
+}
+
+/// The result of the whole gate.
+struct Outcome {
+    checks: Vec<Check>,
+    messages: Vec<String>,
+    control_planes: Vec<String>,
+    workers: Vec<String>,
+    rounds: u32,
+    elapsed: Duration,
+}
+
+impl Outcome {
+    fn passed(&self) -> bool {
+        !self.checks.is_empty() && self.checks.iter().all(|c| c.status == Status::Ok)
+    }
+}
+
+pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
+    let target = Target::from_params(p)?;
+    let timeout = p.int("timeout").unwrap_or(300);
+    if !(1..=MAX_TIMEOUT).contains(&timeout) {
+        return Err(ModuleError::new(format!(
+            "timeout must be a number of seconds between 1 and {MAX_TIMEOUT}, got {timeout}"
+        )));
+    }
+    let timeout = Duration::from_secs(timeout as u64);
+    let control_planes = node_list(p, "control_plane_nodes")?;
+    let workers = node_list(p, "worker_nodes")?.unwrap_or_default();
+    if let Some(both) = control_planes
+        .as_ref()
+        .and_then(|cps| workers.iter().find(|w| cps.contains(w)))
+    {
+        return Err(ModuleError::new(format!(
+            "worker_nodes: {both} is also listed in control_plane_nodes; a node is either a control plane or a worker"
+        )));
+    }
+    let mut opts = connection::connect_options(p, CALL_TIMEOUT.min(timeout))?;
+    // The gate polls anyway: a retry inside one round would only delay the next round.
+    opts.read_retries = 0;
+    let (creds, _) = connection::require_credentials(ctx, p)?;
+
+    let outcome = connection::block_on(gate(
+        &target,
+        &creds,
+        &opts,
+        timeout,
+        control_planes,
+        workers,
+    ))?;
+    let checks: Vec<Value> = outcome.checks.iter().map(Check::to_json).collect();
+    let elapsed = (outcome.elapsed.as_secs_f64() * 10.0).round() / 10.0;
+    if outcome.passed() {
+        let msg = format!(
+            "cluster is healthy: {} control plane(s), {} worker(s), {} checks passed in {elapsed}s",
+            outcome.control_planes.len(),
+            outcome.workers.len(),
+            outcome.checks.len()
+        );
+        return Ok(ModuleResult::unchanged()
+            .msg(msg)
+            .with("checks", checks)
+            .with("control_plane_nodes", json!(outcome.control_planes))
+            .with("worker_nodes", json!(outcome.workers))
+            .with("talos_health_messages", json!(outcome.messages))
+            .with("rounds", outcome.rounds)
+            .with("elapsed", elapsed));
+    }
+    let msg = failure_message(&outcome.checks, timeout, elapsed);
+    Err(ModuleError::new(msg)
+        .with("checks", checks)
+        .with("control_plane_nodes", json!(outcome.control_planes))
+        .with("worker_nodes", json!(outcome.workers))
+        .with("talos_health_messages", json!(outcome.messages))
+        .with("rounds", outcome.rounds)
+        .with("elapsed", elapsed))
+}
+
+fn failure_message(checks: &[Check], timeout: Duration, elapsed: f64) -> String {
+    let after = format!(
+        "(still failing after {elapsed}s; timeout {}s)",
+        timeout.as_secs()
+    );
+    match checks.iter().find(|c| c.status == Status::Failed) {
+        Some(c) => format!(
+            "health check '{}' failed on {}: {}; {} {after}",
+            c.name,
+            c.node,
+            c.message,
+            advice(c.name)
+        ),
+        None => format!("the health checks did not finish within the timeout {after}"),
+    }
+}
+
+/// A list option of node addresses: None when not given; entries must be plain hosts.
+fn node_list(p: &Params, name: &str) -> Result<Option<Vec<String>>, ModuleError> {
+    let Some(items) = p.str_list(name) else {
+        return Ok(None);
+    };
+    let mut out: Vec<String> = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let node = item.trim();
+        if node.is_empty() {
+            return Err(ModuleError::new(format!(
+                "{name}[{i}] must be a node address, got an empty string"
+            )));
+        }
+        if node.contains(char::is_whitespace) || node.contains('/') || node.contains(',') {
+            return Err(ModuleError::new(format!(
+                "{name}[{i}] must be a node address such as 10.5.0.2 (no scheme, path or spaces), got {node:?}"
+            )));
+        }
+        if out.iter().any(|n| n == node) {
+            return Err(ModuleError::new(format!("{name}: {node} is listed twice")));
+        }
+        out.push(node.to_string());
+    }
+    if name == "control_plane_nodes" && out.is_empty() {
+        return Err(ModuleError::new(
+            "control_plane_nodes must list at least one control plane; leave it out to discover them from etcd members",
+        ));
+    }
+    Ok(Some(out))
+}
+
+async fn gate(
+    target: &Target,
+    creds: &Credentials,
+    opts: &ConnectOptions,
+    timeout: Duration,
+    control_planes: Option<Vec<String>>,
+    workers: Vec<String>,
+) -> Outcome {
+    let start = Instant::now();
+    let deadline = start + timeout;
+    let mut rounds = 0;
+    loop {
+        rounds += 1;
+        let round = one_round(
+            target,
+            creds,
+            opts,
+            deadline,
+            control_planes.as_deref(),
+            &workers,
+        )
+        .await;
+        let done = round.checks.iter().all(|c| c.status == Status::Ok);
+        let now = Instant::now();
+        if done || now + POLL_INTERVAL >= deadline {
+            return Outcome {
+                rounds,
+                elapsed: now - start,
+                ..round
+            };
+        }
+        tokio::time::sleep(POLL_INTERVAL).await;
+    }
+}
+
+fn client_for(base: &TalosClient, target: &Target, node: &str) -> TalosClient {
+    let t = Target {
+        node: node.to_string(),
+        endpoint: target.endpoint.clone(),
+    };
+    if t.routed() {
+        base.with_node(node)
+    } else {
+        base.clone()
+    }
+}
+
+async fn one_round(
+    target: &Target,
+    creds: &Credentials,
+    opts: &ConnectOptions,
+    deadline: Instant,
+    given_cps: Option<&[String]>,
+    workers: &[String],
+) -> Outcome {
+    let mut checks = Vec::new();
+    let mut messages = Vec::new();
+    let empty = |checks, cps: Vec<String>, messages| Outcome {
+        checks,
+        messages,
+        control_planes: cps,
+        workers: workers.to_vec(),
+        rounds: 0,
+        elapsed: Duration::ZERO,
+    };
+    let base = match TalosClient::connect(&target.endpoint, creds, opts.clone()).await {
+        Ok(c) => c,
+        Err(e) => {
+            checks.push(Check::new(
+                CHECK_API,
+                &target.node,
+                Status::Failed,
+                e.to_string(),
+            ));
+            checks.push(Check::new(
+                CHECK_TALOS,
+                &target.node,
+                Status::Pending,
+                "waits for the node to answer",
+            ));
+            return empty(
+                checks,
+                given_cps.map(<[String]>::to_vec).unwrap_or_default(),
+                messages,
+            );
+        }
+    };
+    let asked = client_for(&base, target, &target.node);
+
+    // Control planes: as given, else discovered from the etcd members the asked node sees.
+    let members = etcd_members(&asked).await;
+    let cps: Vec<String> = match (given_cps, &members) {
+        (Some(given), _) => given.to_vec(),
+        (None, Ok(m)) => m.iter().map(|(ip, _)| ip.clone()).collect(),
+        (None, Err(_)) => vec![target.node.clone()],
+    };
+    let all: Vec<String> = cps.iter().chain(workers.iter()).cloned().collect();
+
+    // Every node answers Version over mutual TLS, i.e. it is configured for this cluster.
+    let mut answering: BTreeMap<String, TalosClient> = BTreeMap::new();
+    for node in &all {
+        let client = client_for(&base, target, node);
+        match client.version().await {
+            Ok(v) => {
+                let tag = v.version.map(|i| i.tag).unwrap_or_default();
+                checks.push(Check::new(
+                    CHECK_API,
+                    node,
+                    Status::Ok,
+                    format!("Talos {tag}"),
+                ));
+                answering.insert(node.clone(), client);
+            }
+            Err(e) => checks.push(Check::new(CHECK_API, node, Status::Failed, e.to_string())),
+        }
+    }
+
+    checks.push(match &members {
+        Ok(m) => members_check(&target.node, &cps, m, given_cps.is_some()),
+        Err(e) => Check::new(
+            CHECK_ETCD_MEMBERS,
+            &target.node,
+            Status::Failed,
+            format!("cannot list etcd members ({e}); is the cluster bootstrapped?"),
+        ),
+    });
+
+    let mut services: BTreeMap<String, Result<Vec<ServiceInfo>, String>> = BTreeMap::new();
+    for (node, client) in &answering {
+        services.insert(
+            node.clone(),
+            client.service_list().await.map_err(|e| e.to_string()),
+        );
+    }
+    let not_answering = "not checked: the node does not answer";
+    for node in &cps {
+        checks.push(match services.get(node) {
+            None => Check::new(CHECK_ETCD_SERVICE, node, Status::Pending, not_answering),
+            Some(Err(e)) => Check::new(CHECK_ETCD_SERVICE, node, Status::Failed, e.clone()),
+            Some(Ok(list)) => match service_problem(list, "etcd") {
+                None => Check::new(CHECK_ETCD_SERVICE, node, Status::Ok, "Running and healthy"),
+                Some(why) => Check::new(CHECK_ETCD_SERVICE, node, Status::Failed, why),
+            },
+        });
+    }
+    for node in &all {
+        let required: Vec<&str> = if cps.contains(node) {
+            CORE_SERVICES
+                .iter()
+                .chain(CONTROL_PLANE_SERVICES)
+                .copied()
+                .collect()
+        } else {
+            CORE_SERVICES.to_vec()
+        };
+        checks.push(match services.get(node) {
+            None => Check::new(CHECK_SERVICES, node, Status::Pending, not_answering),
+            Some(Err(e)) => Check::new(CHECK_SERVICES, node, Status::Failed, e.clone()),
+            Some(Ok(list)) => {
+                let problems: Vec<String> = required
+                    .iter()
+                    .filter_map(|s| service_problem(list, s))
+                    .collect();
+                if problems.is_empty() {
+                    Check::new(
+                        CHECK_SERVICES,
+                        node,
+                        Status::Ok,
+                        format!("{} Running and healthy", required.join(", ")),
+                    )
+                } else {
+                    Check::new(CHECK_SERVICES, node, Status::Failed, problems.join("; "))
+                }
+            }
+        });
+    }
+
+    // Talos's own check waits on its own, up to the time left; it runs only once ours pass so
+    // its wait is not spent on a failure we already know about.
+    if checks.iter().all(|c| c.status == Status::Ok) {
+        let remaining = deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_secs(1));
+        let info = given_cps.map(|cps| ClusterInfo {
+            control_plane_nodes: cps.to_vec(),
+            worker_nodes: workers.to_vec(),
+            force_endpoint: String::new(),
+        });
+        let result = asked
+            .health_check(remaining, info, |m| messages.push(m.to_string()))
+            .await;
+        checks.push(match result {
+            Ok(_) => Check::new(
+                CHECK_TALOS,
+                &target.node,
+                Status::Ok,
+                "all Talos health checks passed",
+            ),
+            Err(e) => Check::new(CHECK_TALOS, &target.node, Status::Failed, e.message.clone()),
+        });
+    } else {
+        checks.push(Check::new(
+            CHECK_TALOS,
+            &target.node,
+            Status::Pending,
+            "waits for the other checks to pass",
+        ));
+    }
+    empty(checks, cps, messages)
+}
+
+/// etcd members as (ip from the first peer URL, is_learner).
+async fn etcd_members(client: &TalosClient) -> Result<Vec<(String, bool)>, String> {
+    let members = client.etcd_member_list().await.map_err(|e| e.to_string())?;
+    members
+        .into_iter()
+        .map(|m| {
+            let ip = m.peer_urls.iter().find_map(|u| url_host(u));
+            match ip {
+                Some(ip) => Ok((ip, m.is_learner)),
+                None => Err(format!(
+                    "etcd member {} ({:x}) has no usable peer URL: {:?}",
+                    m.hostname, m.id, m.peer_urls
+                )),
+            }
+        })
+        .collect()
+}
+
+fn members_check(node: &str, cps: &[String], members: &[(String, bool)], given: bool) -> Check {
+    let ips: Vec<&str> = members.iter().map(|(ip, _)| ip.as_str()).collect();
+    let mut problems: Vec<String> = Vec::new();
+    for cp in cps {
+        if !ips.contains(&cp.as_str()) {
+            problems.push(format!("member {cp} missing"));
+        }
+    }
+    if given {
+        for ip in &ips {
+            if !cps.iter().any(|c| c == ip) {
+                problems.push(format!(
+                    "{ip} is an etcd member but not in control_plane_nodes"
+                ));
+            }
+        }
+    }
+    for (ip, learner) in members {
+        if *learner {
+            problems.push(format!("member {ip} is still a learner"));
+        }
+    }
+    if members.is_empty() {
+        problems.push("etcd has no members".into());
+    }
+    if problems.is_empty() {
+        Check::new(
+            CHECK_ETCD_MEMBERS,
+            node,
+            Status::Ok,
+            format!("members: {}", ips.join(", ")),
+        )
+    } else {
+        Check::new(
+            CHECK_ETCD_MEMBERS,
+            node,
+            Status::Failed,
+            problems.join("; "),
+        )
+    }
+}
+
+/// None when service `id` is Running and healthy, else why not.
+fn service_problem(list: &[ServiceInfo], id: &str) -> Option<String> {
+    let Some(s) = list.iter().find(|s| s.id == id) else {
+        return Some(format!("service {id} is not present"));
+    };
+    let health = s.health.clone().unwrap_or_default();
+    let last_event = s
+        .events
+        .as_ref()
+        .and_then(|e| e.events.last())
+        .map(|e| e.msg.clone())
+        .unwrap_or_default();
+    let detail = [health.last_message.as_str(), last_event.as_str()]
+        .into_iter()
+        .find(|m| !m.is_empty())
+        .map(|m| format!(" ({m})"))
+        .unwrap_or_default();
+    if s.state != "Running" {
+        return Some(format!("service {id} is {}, not Running{detail}", s.state));
+    }
+    if health.unknown {
+        return Some(format!(
+            "service {id} is Running but its health is not known yet{detail}"
+        ));
+    }
+    if !health.healthy {
+        return Some(format!("service {id} is Running but not healthy{detail}"));
+    }
+    None
+}
+
+/// The host of a URL such as `https://10.5.0.2:2380` or `https://[fd00::1]:2380`.
+fn url_host(url: &str) -> Option<String> {
+    let rest = url.split_once("://").map(|(_, r)| r).unwrap_or(url);
+    let authority = rest.split('/').next()?;
+    let host = if let Some(v6) = authority.strip_prefix('[') {
+        v6.split(']').next()?
+    } else {
+        match authority.rsplit_once(':') {
+            Some((h, port)) if port.bytes().all(|b| b.is_ascii_digit()) => h,
+            _ => authority,
+        }
+    };
+    (!host.is_empty()).then(|| host.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferro_talos_client::proto::machine::ServiceHealth;
+
+    fn svc(id: &str, state: &str, healthy: Option<bool>) -> ServiceInfo {
+        ServiceInfo {
+            id: id.into(),
+            state: state.into(),
+            health: Some(ServiceHealth {
+                unknown: healthy.is_none(),
+                healthy: healthy.unwrap_or(false),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn hosts_of_peer_urls() {
+        assert_eq!(
+            url_host("https://10.5.0.2:2380").as_deref(),
+            Some("10.5.0.2")
+        );
+        assert_eq!(
+            url_host("https://[fd00::1]:2380").as_deref(),
+            Some("fd00::1")
+        );
+        assert_eq!(url_host("http://cp1/").as_deref(), Some("cp1"));
+        assert_eq!(url_host("https://:2380"), None);
+    }
+
+    #[test]
+    fn members_must_equal_control_planes() {
+        let cps = vec!["10.0.0.1".to_string(), "10.0.0.2".to_string()];
+        let ok = members_check(
+            "10.0.0.1",
+            &cps,
+            &[("10.0.0.1".into(), false), ("10.0.0.2".into(), false)],
+            true,
+        );
+        assert_eq!(ok.status, Status::Ok);
+        let missing = members_check("10.0.0.1", &cps, &[("10.0.0.1".into(), false)], true);
+        assert_eq!(missing.status, Status::Failed);
+        assert!(
+            missing.message.contains("member 10.0.0.2 missing"),
+            "{}",
+            missing.message
+        );
+        let extra = members_check(
+            "10.0.0.1",
+            &cps,
+            &[
+                ("10.0.0.1".into(), false),
+                ("10.0.0.2".into(), false),
+                ("10.0.0.9".into(), true),
+            ],
+            true,
+        );
+        assert!(
+            extra.message.contains("10.0.0.9 is an etcd member"),
+            "{}",
+            extra.message
+        );
+        assert!(extra.message.contains("learner"), "{}", extra.message);
+    }
+
+    #[test]
+    fn services_must_run_and_be_healthy() {
+        let list = vec![
+            svc("etcd", "Preparing", None),
+            svc("apid", "Running", Some(true)),
+            svc("kubelet", "Running", Some(false)),
+        ];
+        assert!(
+            service_problem(&list, "etcd")
+                .unwrap()
+                .contains("Preparing")
+        );
+        assert_eq!(service_problem(&list, "apid"), None);
+        assert!(
+            service_problem(&list, "kubelet")
+                .unwrap()
+                .contains("not healthy")
+        );
+        assert!(
+            service_problem(&list, "trustd")
+                .unwrap()
+                .contains("not present")
+        );
+    }
+
+    #[test]
+    fn failure_names_the_first_failing_check_and_node() {
+        let checks = vec![
+            Check::new(CHECK_API, "10.0.0.1", Status::Ok, "Talos v1.13.6"),
+            Check::new(
+                CHECK_ETCD_MEMBERS,
+                "10.0.0.1",
+                Status::Failed,
+                "member 10.0.0.3 missing",
+            ),
+            Check::new(
+                CHECK_SERVICES,
+                "10.0.0.3",
+                Status::Failed,
+                "service etcd is Preparing",
+            ),
+        ];
+        let msg = failure_message(&checks, Duration::from_secs(30), 30.1);
+        assert!(msg.starts_with("health check 'etcd members are the control planes' failed on 10.0.0.1: member 10.0.0.3 missing; "), "{msg}");
+        assert!(msg.contains("timeout 30s"), "{msg}");
+    }
+}

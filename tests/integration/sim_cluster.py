@@ -1,0 +1,62 @@
+"""Brings a talos-sim cluster to a known state through the collection's own modules."""
+
+import yaml
+
+
+def converge(ansible, sim, tmp_path, bootstrap=True, cluster_name="gate"):
+    """Secrets, per-node configs, apply (and bootstrap etcd): returns what the tests need.
+
+    Done with ferro.talos.talos_config, talos_apply and talos_bootstrap, like a user would."""
+    cps = [n["address"] for n in sim.nodes if n["role"] == "controlplane"]
+    workers = [n["address"] for n in sim.nodes if n["role"] == "worker"]
+    cluster = tmp_path / "cluster"
+    secrets = cluster / "secrets.yaml"
+    talosconfig = cluster / "talosconfig"
+    nodes = [{"address": a, "type": "controlplane"} for a in cps] + [{"address": a, "type": "worker"} for a in workers]
+    tasks = [
+        {
+            "name": "secrets and talosconfig",
+            "ferro.talos.talos_config": {
+                "secrets_file": str(secrets),
+                "generate_secrets": True,
+                "cluster_name": cluster_name,
+                "talosconfig": str(talosconfig),
+                "endpoints": cps,
+            },
+        },
+        {
+            "name": "render",
+            "ferro.talos.talos_config": {
+                "secrets_file": str(secrets),
+                "machine_type": "{{ item.type }}",
+                "cluster_name": cluster_name,
+                "cluster_endpoint": f"https://{cps[0]}:6443",
+                "dest": str(cluster) + "/{{ item.address }}.yaml",
+            },
+            "loop": nodes,
+        },
+        {
+            "name": "apply",
+            "ferro.talos.talos_apply": {
+                "node": "{{ item.address }}",
+                "config": str(cluster) + "/{{ item.address }}.yaml",
+                "secrets_file": str(secrets),
+            },
+            "loop": nodes,
+        },
+    ]
+    if bootstrap:
+        tasks.append(
+            {
+                "name": "bootstrap",
+                "ferro.talos.talos_bootstrap": {
+                    "node": cps[0],
+                    "control_plane_nodes": cps,
+                    "secrets_file": str(secrets),
+                },
+            }
+        )
+    playbook = yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": tasks}])
+    run = ansible.run(playbook)
+    assert run.rc == 0, "cluster setup failed:\n" + run.output
+    return {"secrets": secrets, "talosconfig": talosconfig, "cps": cps, "workers": workers}
