@@ -237,6 +237,20 @@ pub fn service_event(
 }
 
 impl State {
+    /// Removes a node's etcd member and data; with no member left, etcd is back to "not
+    /// bootstrapped" (a rebuilt cluster bootstraps again).
+    pub fn leave_etcd(&mut self, node: usize) {
+        if let Some(members) = self.etcd.as_mut() {
+            members.retain(|m| m.node != node);
+            if members.is_empty() {
+                self.etcd = None;
+            }
+        }
+        if let Some(n) = self.nodes.get_mut(node) {
+            n.etcd_data = false;
+        }
+    }
+
     /// Sortable 20-character id (like Talos's xids: time first, then a counter).
     fn next_event_id(&mut self) -> String {
         self.event_counter += 1;

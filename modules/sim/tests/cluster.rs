@@ -816,7 +816,8 @@ async fn events_kubeconfig_reset_and_reboot_faults() {
     );
     let mut m = machine(cluster.endpoint(0).unwrap(), admin()).await;
 
-    // Reset: back to maintenance mode after the reboot.
+    // Reset: back to maintenance mode after the reboot, etcd gone with its only member.
+    m.bootstrap(BootstrapRequest::default()).await.unwrap();
     m.reset(ResetRequest {
         graceful: true,
         reboot: true,
@@ -833,8 +834,12 @@ async fn events_kubeconfig_reset_and_reboot_faults() {
             .is_none()
     );
 
-    // A reboot that never comes back.
+    // A rebuilt node bootstraps a fresh etcd.
     configure(&cluster, 0, &CP).await;
+    let mut m = machine(cluster.endpoint(0).unwrap(), admin()).await;
+    m.bootstrap(BootstrapRequest::default()).await.unwrap();
+
+    // A reboot that never comes back.
     cluster.update_faults(0, |f| f.never_return = true).unwrap();
     cluster.reboot(0).unwrap();
     tokio::time::sleep(Duration::from_millis(900)).await;

@@ -394,10 +394,8 @@ impl MachineService for Machine {
                 let Some(pos) = members.iter().position(|m| m.id == id) else {
                     return Err(Status::unknown("etcdserver: member not found"));
                 };
-                let removed = members.remove(pos);
-                if let Some(n) = st.nodes.get_mut(removed.node) {
-                    n.etcd_data = false;
-                }
+                let node = members[pos].node;
+                st.leave_etcd(node);
                 one(EtcdRemoveMemberById { metadata: None })
             })?;
         Ok(Response::new(EtcdRemoveMemberByIdResponse { messages }))
@@ -412,11 +410,7 @@ impl MachineService for Machine {
             .0
             .unary(request.metadata(), &path("EtcdLeaveCluster"), |t| {
                 etcd_node_check(&shared, t, "etcd leave cluster")?;
-                let mut st = shared.lock();
-                if let Some(members) = st.etcd.as_mut() {
-                    members.retain(|m| m.node != t.idx);
-                }
-                st.nodes[t.idx].etcd_data = false;
+                shared.lock().leave_etcd(t.idx);
                 one(EtcdLeaveCluster { metadata: None })
             })?;
         Ok(Response::new(EtcdLeaveClusterResponse { messages }))
@@ -613,14 +607,8 @@ impl MachineService for Machine {
         let shared = self.shared().clone();
         let messages = self.0.unary(request.metadata(), &path("Reset"), |t| {
             let mut st = shared.lock();
-            if let Some(members) = st.etcd.as_mut() {
-                members.retain(|m| m.node != t.idx);
-                if members.is_empty() {
-                    st.etcd = None;
-                }
-            }
+            st.leave_etcd(t.idx);
             let n = &mut st.nodes[t.idx];
-            n.etcd_data = false;
             n.persisted = None;
             n.pending_version = None;
             n.stage = state::Stage::Resetting;
