@@ -267,3 +267,11 @@ def test_install_from_a_branch_without_binaries_has_none(release, tmp_path):
     modules = tmp_path / "collections" / "ansible_collections" / "ferro" / "talos" / "plugins" / "modules"
     assert sorted(p.name for p in modules.iterdir() if p.suffix != ".yml") == []
 
+
+
+def test_changelog_fragments_are_valid():
+    """Every fragment waiting for the next release parses and uses a section changelogs/config.yaml knows."""
+    lint = subprocess.run(
+        [str(ROOT / ".venv" / "bin" / "antsibull-changelog"), "lint"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert lint.returncode == 0 and lint.stdout.strip() == "", lint.stdout + lint.stderr
