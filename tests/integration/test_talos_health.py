@@ -114,6 +114,8 @@ def test_unreachable_worker_is_named(ansible, cluster):
     run, result = gate(ansible, {**cluster["args"], "timeout": 3})
     assert run.rc != 0
     assert result["msg"].startswith(f"health check 'Talos API answers' failed on {worker}: "), result["msg"]
+    assert "unreachable" in result["msg"]
+    assert result["msg"].count("powered on") == 1, "the advice is given once"
     assert ("core services are up", worker) in by_status(result, "pending")
 
 

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Opt, Params, Spec, Type};
 use ferro_talos_client::proto::cluster::ClusterInfo;
 use ferro_talos_client::proto::machine::ServiceInfo;
-use ferro_talos_client::{ConnectOptions, Credentials, TalosClient};
+use ferro_talos_client::{ClientError, ConnectOptions, Credentials, ErrorKind, TalosClient};
 use serde_json::{Value, json};
 
 use crate::connection::{self, Target, with_connection_options};
@@ -60,6 +60,9 @@ pub struct Check {
     pub node: String,
     pub status: Status,
     pub message: String,
+    /// The message already says what to do (a translated client error), so the failure message
+    /// adds no advice of its own.
+    advised: bool,
 }
 
 impl Check {
@@ -69,6 +72,25 @@ impl Check {
             node: node.to_string(),
             status,
             message: message.into(),
+            advised: false,
+        }
+    }
+
+    /// A failed check from a client error; the node is left out of the text (the check names it).
+    fn from_error(name: &'static str, node: &str, e: &ClientError) -> Check {
+        let advised = matches!(
+            e.kind,
+            ErrorKind::Unreachable
+                | ErrorKind::WrongCa
+                | ErrorKind::ServerNameMismatch
+                | ErrorKind::ClientCertExpired
+                | ErrorKind::ClientCertRejected
+                | ErrorKind::PermissionDenied
+                | ErrorKind::MaintenanceMode
+        );
+        Check {
+            advised,
+            ..Check::new(name, node, Status::Failed, client_text(e))
         }
     }
 
@@ -183,6 +205,10 @@ fn failure_message(checks: &[Check], timeout: Duration, elapsed: f64) -> String 
         timeout.as_secs()
     );
     match checks.iter().find(|c| c.status == Status::Failed) {
+        Some(c) if c.advised => format!(
+            "health check '{}' failed on {}: {} {after}",
+            c.name, c.node, c.message
+        ),
         Some(c) => format!(
             "health check '{}' failed on {}: {}; {} {after}",
             c.name,
@@ -293,12 +319,7 @@ async fn one_round(
     let base = match TalosClient::connect(&target.endpoint, creds, opts.clone()).await {
         Ok(c) => c,
         Err(e) => {
-            checks.push(Check::new(
-                CHECK_API,
-                &target.node,
-                Status::Failed,
-                e.to_string(),
-            ));
+            checks.push(Check::from_error(CHECK_API, &target.node, &e));
             checks.push(Check::new(
                 CHECK_TALOS,
                 &target.node,
@@ -338,7 +359,7 @@ async fn one_round(
                 ));
                 answering.insert(node.clone(), client);
             }
-            Err(e) => checks.push(Check::new(CHECK_API, node, Status::Failed, e.to_string())),
+            Err(e) => checks.push(Check::from_error(CHECK_API, node, &e)),
         }
     }
 
@@ -356,7 +377,7 @@ async fn one_round(
     for (node, client) in &answering {
         services.insert(
             node.clone(),
-            client.service_list().await.map_err(|e| e.to_string()),
+            client.service_list().await.map_err(|e| client_text(&e)),
         );
     }
     let not_answering = "not checked: the node does not answer";
@@ -438,7 +459,10 @@ async fn one_round(
 
 /// etcd members as (ip from the first peer URL, is_learner).
 async fn etcd_members(client: &TalosClient) -> Result<Vec<(String, bool)>, String> {
-    let members = client.etcd_member_list().await.map_err(|e| e.to_string())?;
+    let members = client
+        .etcd_member_list()
+        .await
+        .map_err(|e| client_text(&e))?;
     members
         .into_iter()
         .map(|m| {
@@ -525,6 +549,15 @@ fn service_problem(list: &[ServiceInfo], id: &str) -> Option<String> {
         return Some(format!("service {id} is Running but not healthy{detail}"));
     }
     None
+}
+
+/// A client error's text without its `node X: ` prefix.
+fn client_text(e: &ClientError) -> String {
+    let text = e.to_string();
+    match text.strip_prefix(&format!("node {}: ", e.node)) {
+        Some(rest) => rest.to_string(),
+        None => text,
+    }
 }
 
 /// The host of a URL such as `https://10.5.0.2:2380` or `https://[fd00::1]:2380`.
@@ -654,5 +687,23 @@ mod tests {
         let msg = failure_message(&checks, Duration::from_secs(30), 30.1);
         assert!(msg.starts_with("health check 'etcd members are the control planes' failed on 10.0.0.1: member 10.0.0.3 missing; "), "{msg}");
         assert!(msg.contains("timeout 30s"), "{msg}");
+    }
+
+    #[test]
+    fn translated_client_errors_are_not_advised_twice() {
+        let e = ClientError::new(
+            "10.0.0.4",
+            "version",
+            ErrorKind::Unreachable,
+            "connection refused",
+        );
+        let c = Check::from_error(CHECK_API, "10.0.0.4", &e);
+        assert!(!c.message.starts_with("node 10.0.0.4"), "{}", c.message);
+        let msg = failure_message(&[c], Duration::from_secs(5), 5.0);
+        assert!(
+            msg.starts_with("health check 'Talos API answers' failed on 10.0.0.4: version: "),
+            "{msg}"
+        );
+        assert_eq!(msg.matches("powered on").count(), 1, "{msg}");
     }
 }
