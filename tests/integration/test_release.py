@@ -21,6 +21,7 @@ from conftest import ROOT, Ansible
 
 VERSION = "99.1.0"
 TAG = f"v{VERSION}"
+BRANCH = "release-test"
 GIT_USER = ["-c", "user.name=ferro release test", "-c", "user.email=release-test@invalid"]
 STABILITY = "v1.13.6/stability-secrets.yaml"
 
@@ -56,6 +57,7 @@ def release(tmp_path_factory):
     base = tmp_path_factory.mktemp("release")
     repo = base / "repo"
     subprocess.run(["git", "clone", "-q", str(ROOT), str(repo)], check=True)
+    git(repo, "checkout", "-q", "-B", BRANCH)  # a branch of our own, even if ROOT is on a detached HEAD
     # Share the project's venv; an old mtime on the clone's requirements keeps setup-python from reinstalling.
     (repo / ".venv").symlink_to(ROOT / ".venv")
     os.utime(repo / "tools" / "requirements.txt", (0, 0))
@@ -111,7 +113,7 @@ def test_release_commits_the_changelog_and_tags_a_commit_with_binaries(release):
     head = git(repo, "rev-parse", "HEAD")
     assert git(repo, "rev-parse", "HEAD~1") == release.before
     assert git(repo, "log", "-1", "--format=%s") == f"Release {VERSION}"
-    assert git(repo, "symbolic-ref", "--short", "HEAD") == git(ROOT, "symbolic-ref", "--short", "HEAD")
+    assert git(repo, "symbolic-ref", "--short", "HEAD") == BRANCH
     assert git(repo, "status", "--porcelain", "--untracked-files=no") == ""
 
     changelog = yaml.safe_load((repo / "changelogs" / "changelog.yaml").read_text())
@@ -253,7 +255,7 @@ def test_install_from_a_branch_without_binaries_has_none(release, tmp_path):
             str(ROOT / ".venv" / "bin" / "ansible-galaxy"),
             "collection",
             "install",
-            f"git+file://{release.repo},{git(release.repo, 'symbolic-ref', '--short', 'HEAD')}",
+            f"git+file://{release.repo},{BRANCH}",
             "-p",
             str(tmp_path / "collections"),
         ],
