@@ -1,0 +1,366 @@
+"""talos_upgrade through ansible-playbook against talos-sim: version direction, check mode, rolling
+upgrades, refusals that touch nothing, a node that never comes back, and malformed input.
+
+Each cluster is first configured with talos_config, talos_apply and talos_bootstrap (CONVERGE)."""
+
+import time
+
+import pytest
+import yaml
+
+from conftest import ROOT
+from secrets_scan import leaks, secret_forms
+
+GHCR = "ghcr.io/siderolabs/installer"
+SCHEMATIC = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+TASK = "Upgrade the node"
+
+
+CONVERGE = """
+- name: Secrets and talosconfig
+  hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Create the secrets bundle and the talosconfig
+      ferro.talos.talos_config:
+        secrets_file: "{{ talos_secrets_file }}"
+        generate_secrets: true
+        cluster_name: "{{ talos_cluster_name }}"
+        talosconfig: "{{ talos_talosconfig }}"
+        endpoints: "{{ groups['controlplane'] | map('extract', hostvars, 'ansible_host') | list }}"
+
+- name: Configure the nodes one at a time
+  hosts: controlplane:worker
+  gather_facts: false
+  serial: 1
+  order: inventory
+  tasks:
+    - name: Render the config
+      ferro.talos.talos_config:
+        secrets_file: "{{ talos_secrets_file }}"
+        machine_type: "{{ 'controlplane' if 'controlplane' in group_names else 'worker' }}"
+        cluster_name: "{{ talos_cluster_name }}"
+        cluster_endpoint: "{{ talos_cluster_endpoint }}"
+        talos_version: v1.13
+        kubernetes_version: "{{ talos_kubernetes_version }}"
+        dest: "{{ talos_render_dir }}/{{ inventory_hostname }}.yaml"
+    - name: Apply the config
+      ferro.talos.talos_apply:
+        node: "{{ ansible_host }}"
+        config: "{{ talos_render_dir }}/{{ inventory_hostname }}.yaml"
+        secrets_file: "{{ talos_secrets_file }}"
+    - name: Bootstrap etcd on the first control plane
+      ferro.talos.talos_bootstrap:
+        node: "{{ ansible_host }}"
+        control_plane_nodes: "{{ groups['controlplane'] | map('extract', hostvars, 'ansible_host') | list }}"
+        secrets_file: "{{ talos_secrets_file }}"
+      when: inventory_hostname == groups['controlplane'][0]
+"""
+
+
+def inventory_for(sim, tmp_path, kubernetes="1.36.1"):
+    cps = [n for n in sim.nodes if n["role"] == "controlplane"]
+    workers = [n for n in sim.nodes if n["role"] == "worker"]
+    (tmp_path / "rendered").mkdir(exist_ok=True)
+    data = {
+        "all": {
+            "vars": {
+                "ansible_connection": "local",
+                "ansible_python_interpreter": str(ROOT / ".venv" / "bin" / "python"),
+                "talos_cluster_name": "upgrade",
+                "talos_cluster_endpoint": f"https://{cps[0]['address']}:6443",
+                "talos_kubernetes_version": kubernetes,
+                "talos_secrets_file": str(tmp_path / "cluster" / "secrets.yaml"),
+                "talos_talosconfig": str(tmp_path / "cluster" / "talosconfig"),
+                "talos_render_dir": str(tmp_path / "rendered"),
+            },
+            "hosts": {"localhost": None},
+            "children": {
+                "controlplane": {"hosts": {f"cp{i + 1}": {"ansible_host": n["address"]} for i, n in enumerate(cps)}},
+                "worker": {"hosts": {f"w{i + 1}": {"ansible_host": n["address"]} for i, n in enumerate(workers)}},
+            },
+        }
+    }
+    path = tmp_path / "inventory.yml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def converged(ansible, sim_factory, tmp_path, kubernetes="1.36.1", **sim_kwargs):
+    """A talos-sim cluster configured and bootstrapped with talos_config, talos_apply and
+    talos_bootstrap; returns (sim, inventory)."""
+    sim = sim_factory(**sim_kwargs)
+    inventory = inventory_for(sim, tmp_path, kubernetes)
+    run = ansible.run(CONVERGE, inventory=inventory)
+    assert run.rc == 0, run.output
+    assert all(not n["maintenance"] for n in sim.status())
+    return sim, inventory
+
+
+def upgrade(ansible, inventory, args, check=False, serial=None, credentials="talosconfig"):
+    """Runs talos_upgrade on every node (control planes first), with `args` added to each task."""
+    task_args = {"node": "{{ ansible_host }}", "timeout": 60, **args}
+    if credentials == "talosconfig":
+        task_args["talosconfig"] = "{{ talos_talosconfig }}"
+    elif credentials == "secrets":
+        task_args["secrets_file"] = "{{ talos_secrets_file }}"
+    play = {
+        "hosts": "controlplane:worker",
+        "gather_facts": False,
+        "order": "inventory",
+        "tasks": [{"name": TASK, "ferro.talos.talos_upgrade": task_args}],
+    }
+    if serial:
+        play["serial"] = serial
+    return ansible.run(yaml.safe_dump([play]), inventory=inventory, check=check)
+
+
+def results(run):
+    return {r["host"]: r for r in run.tasks(TASK)}
+
+
+def snapshot(sim):
+    return [(n["version"], n["boot_id"]) for n in sim.status()]
+
+
+def test_direction_comes_from_the_nodes(ansible, sim_factory, tmp_path):
+    sim, inventory = converged(ansible, sim_factory, tmp_path, control_planes=1, workers=1)
+
+    same = upgrade(ansible, inventory, {"image": f"{GHCR}:v1.13.6"}, check=True)
+    assert same.rc == 0, same.output
+    for host, r in results(same).items():
+        res = r["result"]
+        assert res["changed"] is False, (host, res)
+        assert res["current_version"] == "v1.13.6" and res["target_version"] == "v1.13.6"
+        assert res["upgrade_path"] == "lifecycle"
+        assert "up to date" in res["msg"]
+
+    newer = upgrade(ansible, inventory, {"talos_version": "1.14.1"}, check=True)
+    assert newer.rc == 0, newer.output
+    for r in results(newer).values():
+        res = r["result"]
+        assert res["changed"] is True and res["os_upgrade"] is True
+        assert res["target_version"] == "v1.14.1"
+        assert "would upgrade v1.13.6 -> v1.14.1" in res["msg"]
+
+    # The same factory image at the same version but another schematic is an upgrade too.
+    schematic = upgrade(ansible, inventory, {"image": f"factory.talos.dev/installer/{SCHEMATIC}:v1.13.6"}, check=True)
+    assert schematic.rc == 0, schematic.output
+    for r in results(schematic).values():
+        assert r["result"]["changed"] is True
+        assert "schematic change" in r["result"]["os_reason"]
+
+    # Nodes on 1.14.2 with the target 1.13.6: a downgrade, refused, nothing touched.
+    for n in sim.status():
+        sim.control(op="set_version", node=n["index"], version="v1.14.2")
+    before = snapshot(sim)
+    down = upgrade(ansible, inventory, {"image": f"{GHCR}:v1.13.6"})
+    assert down.rc != 0
+    for r in results(down).values():
+        assert r["status"] == "failed"
+        res = r["result"]
+        assert "downgrade" in res["msg"] and "allow_downgrade" in res["msg"], res["msg"]
+        assert "nothing was changed" in res["msg"]
+        assert res["changed"] is False and res["current_version"] == "v1.14.2"
+    assert snapshot(sim) == before
+
+
+def test_check_mode_on_an_up_to_date_cluster(ansible, sim_factory, tmp_path):
+    sim, inventory = converged(ansible, sim_factory, tmp_path, control_planes=3, workers=1)
+    before = snapshot(sim)
+    run = upgrade(ansible, inventory, {"image": f"{GHCR}:v1.13.6", "kubernetes_version": "1.36.1"}, check=True)
+    assert run.rc == 0, run.output
+    found = results(run)
+    assert set(found) == {"cp1", "cp2", "cp3", "w1"}
+    for host, r in found.items():
+        res = r["result"]
+        assert res["changed"] is False, (host, res)
+        assert res["current_version"] == "v1.13.6"
+        k8s = res["kubernetes"]
+        assert k8s["current"] == "1.36.1" and k8s["target"] == "1.36.1"
+        expected = {"kubelet"} if host == "w1" else {
+            "kubelet", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy"}
+        assert set(k8s["components"]) == expected
+        assert not any(c["changed"] for c in k8s["components"].values())
+    assert snapshot(sim) == before
+
+
+def test_check_before_the_first_talosconfig_uses_the_secrets(ansible, sim_factory, tmp_path):
+    sim, inventory = converged(ansible, sim_factory, tmp_path, control_planes=1, workers=1, version="v1.13.4")
+    (tmp_path / "cluster" / "talosconfig").unlink()
+    before = snapshot(sim)
+    run = upgrade(ansible, inventory, {"image": f"{GHCR}:v1.13.6", "kubernetes_version": "1.36.1"},
+                  check=True, credentials="secrets")
+    assert run.rc == 0, run.output
+    for r in results(run).values():
+        res = r["result"]
+        assert res["changed"] is True and res["current_version"] == "v1.13.4"
+        assert "secrets bundle" in res["credentials"]
+    assert snapshot(sim) == before
+    assert not (tmp_path / "cluster" / "talosconfig").exists()
+    forms = secret_forms((tmp_path / "cluster" / "secrets.yaml").read_text())
+    assert leaks(run.output, forms) == []
+    assert leaks(repr(run.results), forms) == []
+
+
+def test_rolling_upgrade_one_node_at_a_time(ansible, sim_factory, tmp_path):
+    sim, inventory = converged(ansible, sim_factory, tmp_path, control_planes=3, workers=1, version="v1.13.4")
+    before = {n["address"]: n["boot_id"] for n in sim.status()}
+    run = upgrade(ansible, inventory, {"image": f"{GHCR}:v1.13.6"}, serial=1)
+    assert run.rc == 0, run.output
+    # With serial: 1 each node's task ends (verified) before the next one starts.
+    order = [r["host"] for r in run.tasks(TASK)]
+    assert order == ["cp1", "cp2", "cp3", "w1"]
+    for r in run.tasks(TASK):
+        res = r["result"]
+        assert res["changed"] is True
+        assert res["current_version"] == "v1.13.4" and res["version_after"] == "v1.13.6"
+        assert res["upgrade_path"] == "lifecycle"
+        assert res["boot_id_before"] != res["boot_id_after"]
+        assert "verified" in res["msg"]
+    for n in sim.status():
+        assert n["version"] == "v1.13.6"
+        assert n["boot_id"] != before[n["address"]]
+
+    again = upgrade(ansible, inventory, {"image": f"{GHCR}:v1.13.6"}, serial=1)
+    assert again.rc == 0, again.output
+    assert all(r["result"]["changed"] is False for r in again.tasks(TASK))
+
+
+def test_legacy_path_for_nodes_before_the_lifecycle_api(ansible, sim_factory, tmp_path):
+    sim, inventory = converged(ansible, sim_factory, tmp_path, control_planes=1, workers=1)
+    for n in sim.status():
+        sim.control(op="set_version", node=n["index"], version="v1.12.4")
+    run = upgrade(ansible, inventory, {"talos_version": "v1.13.6"}, serial=1)
+    assert run.rc == 0, run.output
+    for r in run.tasks(TASK):
+        assert r["result"]["upgrade_path"] == "legacy"
+        assert r["result"]["version_after"] == "v1.13.6"
+    assert all(n["version"] == "v1.13.6" for n in sim.status())
+
+
+def test_kubernetes_upgrade_node_by_node(ansible, sim_factory, tmp_path):
+    sim, inventory = converged(ansible, sim_factory, tmp_path, kubernetes="1.35.2", control_planes=1, workers=1)
+    before = snapshot(sim)
+    run = upgrade(ansible, inventory, {"kubernetes_version": "1.36.1"}, serial=1)
+    assert run.rc == 0, run.output
+    found = results(run)
+    for host, r in found.items():
+        res = r["result"]
+        assert res["changed"] is True, res
+        comps = res["kubernetes"]["components"]
+        assert comps["kubelet"]["target_image"] == "ghcr.io/siderolabs/kubelet:v1.36.1"
+        assert all(c["changed"] for c in comps.values())
+    cp = found["cp1"]["result"]
+    assert cp["manifests_not_synced"][0]["name"] == "kube-proxy"
+    assert cp["manifests_not_synced"][0]["image"].endswith(":v1.35.2")
+    assert found["w1"]["result"]["manifests_not_synced"] == []
+    # Applied without a reboot.
+    assert snapshot(sim) == before
+
+    again = upgrade(ansible, inventory, {"kubernetes_version": "1.36.1"}, check=True)
+    assert again.rc == 0, again.output
+    for r in results(again).values():
+        assert r["result"]["changed"] is False
+        assert r["result"]["kubernetes"]["current"] == "1.36.1"
+
+
+def test_os_then_kubernetes_in_one_task(ansible, sim_factory, tmp_path):
+    sim, inventory = converged(ansible, sim_factory, tmp_path, kubernetes="1.35.2",
+                               control_planes=1, workers=1, version="v1.13.4")
+    run = upgrade(ansible, inventory, {"image": f"{GHCR}:v1.13.6", "kubernetes_version": "1.36.1"}, serial=1)
+    assert run.rc == 0, run.output
+    for r in run.tasks(TASK):
+        res = r["result"]
+        assert res["version_after"] == "v1.13.6"
+        assert res["kubernetes"]["components"]["kubelet"]["changed"] is True
+        assert "Kubernetes 1.35.2 -> 1.36.1" in res["msg"]
+    assert all(n["version"] == "v1.13.6" for n in sim.status())
+
+
+def test_installer_range_refusal_names_the_way_through(ansible, sim_factory, tmp_path):
+    sim, inventory = converged(ansible, sim_factory, tmp_path, control_planes=1, workers=1)
+    for n in sim.status():
+        sim.control(op="set_version", node=n["index"], version="v1.10.7")
+    before = snapshot(sim)
+    run = upgrade(ansible, inventory, {"image": f"{GHCR}:v1.13.6"})
+    assert run.rc != 0
+    for r in results(run).values():
+        assert r["status"] == "failed"
+        msg = r["result"]["msg"]
+        assert "upgrade to the latest 1.11.x, then 1.12.x first" in msg, msg
+        assert "v1.10.7" in msg
+    assert snapshot(sim) == before
+
+
+def test_kubernetes_jump_of_two_minors_is_refused(ansible, sim_factory, tmp_path):
+    sim, inventory = converged(ansible, sim_factory, tmp_path, kubernetes="1.34.2", control_planes=1, workers=1)
+    before = snapshot(sim)
+    run = upgrade(ansible, inventory, {"kubernetes_version": "1.36.1"})
+    assert run.rc != 0
+    for r in results(run).values():
+        assert r["status"] == "failed"
+        msg = r["result"]["msg"]
+        assert "unsupported upgrade path 1.34->1.36" in msg and "1.35.x" in msg, msg
+    assert snapshot(sim) == before
+    # The configs still carry 1.34.2.
+    check = upgrade(ansible, inventory, {"kubernetes_version": "1.35.0"}, check=True)
+    assert check.rc == 0, check.output
+    assert all(r["result"]["kubernetes"]["current"] == "1.34.2" for r in check.tasks(TASK))
+
+
+def test_reboot_that_never_returns_fails_within_the_timeout(ansible, sim_factory, tmp_path):
+    sim, inventory = converged(ansible, sim_factory, tmp_path, control_planes=3, workers=1, version="v1.13.4")
+    first = sim.status()[0]
+    sim.control(op="fault", node=first["index"], never_return=True)
+    before = snapshot(sim)
+    started = time.monotonic()
+    run = upgrade(ansible, inventory, {"image": f"{GHCR}:v1.13.6", "timeout": 15}, serial=1)
+    elapsed = time.monotonic() - started
+    assert run.rc != 0
+    tasks = run.tasks(TASK)
+    assert [r["host"] for r in tasks] == ["cp1"], run.output
+    res = tasks[0]["result"]
+    assert tasks[0]["status"] == "failed"
+    assert "did not come back" in res["msg"], res["msg"]
+    assert res["changed"] is True
+    assert elapsed < 15 + 45, elapsed
+    # The rollout stopped there: every other node keeps its version and boot.
+    after = snapshot(sim)
+    assert after[1:] == before[1:]
+
+
+BAD_INPUTS = [
+    ("no target", {}, "kubernetes_version"),
+    ("image and talos_version", {"image": f"{GHCR}:v1.13.6", "talos_version": "1.13.6"}, "mutually exclusive"),
+    ("image without tag", {"image": GHCR}, "image"),
+    ("image tag not a version", {"image": f"{GHCR}:latest"}, "image"),
+    ("image with spaces", {"image": "ghcr.io/sidero labs/installer:v1.13.6"}, "image"),
+    ("talos_version without patch", {"talos_version": "1.13"}, "talos_version"),
+    ("talos_version nonsense", {"talos_version": "banana"}, "talos_version"),
+    ("installer_repository with a tag", {"talos_version": "1.13.6", "installer_repository": f"{GHCR}:v1.13.5"}, "installer_repository"),
+    ("installer_repository with image", {"image": f"{GHCR}:v1.13.6", "installer_repository": "registry.local/installer"}, "installer_repository"),
+    ("kubernetes_version nonsense", {"kubernetes_version": "v1.x"}, "kubernetes_version"),
+    ("reboot_mode unknown", {"image": f"{GHCR}:v1.13.6", "reboot_mode": "force"}, "reboot_mode"),
+    ("timeout zero", {"image": f"{GHCR}:v1.13.6", "timeout": 0}, "timeout"),
+    ("timeout not a number", {"image": f"{GHCR}:v1.13.6", "timeout": "soon"}, "timeout"),
+    ("allow_downgrade not a bool", {"image": f"{GHCR}:v1.13.6", "allow_downgrade": "maybe"}, "allow_downgrade"),
+    ("no wait with OS and Kubernetes", {"image": f"{GHCR}:v1.13.6", "kubernetes_version": "1.36.1", "wait": False}, "wait"),
+    ("empty node", {"node": "", "image": f"{GHCR}:v1.13.6"}, "node"),
+    ("no credentials", {"image": f"{GHCR}:v1.13.6", "secrets_file": None, "talosconfig": "/nonexistent/talosconfig"}, "talosconfig"),
+    ("node unreachable", {"image": f"{GHCR}:v1.13.6", "connect_timeout": 2}, "unreachable"),
+]
+
+
+@pytest.mark.parametrize("name,args,expected", BAD_INPUTS, ids=[b[0] for b in BAD_INPUTS])
+def test_bad_input(ansible, fixtures, name, args, expected):
+    task_args = {"node": "127.0.251.9", "secrets_file": str(fixtures / "v1.13.6" / "stability-secrets.yaml"), **args}
+    task_args = {k: v for k, v in task_args.items() if v is not None}
+    task = {"name": "bad", "ferro.talos.talos_upgrade": task_args}
+    run = ansible.run(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": [task]}]))
+    assert run.rc != 0
+    entry = run.task("bad")
+    assert entry["status"] == "failed"
+    msg = entry["result"]["msg"]
+    assert expected in msg, msg
+    assert "panicked" not in run.output and "internal error" not in msg
