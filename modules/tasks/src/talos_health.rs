@@ -369,7 +369,7 @@ async fn one_round(
             CHECK_ETCD_MEMBERS,
             &target.node,
             Status::Failed,
-            format!("cannot list etcd members ({e}); is the cluster bootstrapped?"),
+            format!("cannot list etcd members: {e}"),
         ),
     });
 
