@@ -54,8 +54,9 @@ fn copy_key(old: &Map<String, Value>, new: &mut Map<String, Value>, key: &str) {
 }
 
 /// The new v1alpha1 document with every live-applicable subtree taken from the old one.
-/// Equal to `old` exactly when the change can be applied without a reboot.
-fn masked_new(old: &Value, new: &Value) -> Value {
+/// Equal to `old` exactly when the change can be applied without a reboot; what still differs
+/// is what Talos shows in its "can't be applied in immediate mode" diff.
+pub fn without_live_changes(old: &Value, new: &Value) -> Value {
     let mut out = new.clone();
     let (Some(o), Some(n)) = (old.as_object(), out.as_object_mut()) else {
         return out;
@@ -95,7 +96,7 @@ pub fn reboot_required(old: &MachineConfig, new: &MachineConfig) -> bool {
     let Some(new_doc) = new.v1alpha1() else {
         return true;
     };
-    masked_new(old_doc, new_doc) != *old_doc
+    without_live_changes(old_doc, new_doc) != *old_doc
 }
 
 /// Readable top-level paths that force the reboot (empty when none), for explaining why.
@@ -111,7 +112,7 @@ pub fn reboot_reasons(old: &MachineConfig, new: &MachineConfig) -> Vec<String> {
         docs: vec![old_doc.clone()],
     };
     let b = MachineConfig {
-        docs: vec![masked_new(old_doc, new_doc)],
+        docs: vec![without_live_changes(old_doc, new_doc)],
     };
     crate::diff::changed_paths(&a, &b)
 }

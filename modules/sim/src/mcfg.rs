@@ -6,7 +6,7 @@
 
 use base64::Engine;
 use ferro_talos_config::MachineConfig;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 /// A config as applied to a node: the exact bytes plus the decoded documents.
 #[derive(Clone)]
@@ -198,76 +198,6 @@ pub fn multi_error(errors: &[String]) -> String {
     s
 }
 
-/// v1alpha1 subtrees that may change without a reboot (config.md §8).
-const LIVE_MACHINE_KEYS: &[&str] = &[
-    "ca",
-    "acceptedCAs",
-    "time",
-    "certSANs",
-    "install",
-    "network",
-    "sysfs",
-    "sysctls",
-    "logging",
-    "controlPlane",
-    "kubelet",
-    "kernel",
-    "registries",
-    "pods",
-    "seccompProfiles",
-    "nodeAnnotations",
-    "nodeLabels",
-    "nodeTaints",
-];
-const LIVE_FEATURE_KEYS: &[&str] = &[
-    "kubernetesTalosAPIAccess",
-    "kubePrism",
-    "hostDNS",
-    "imageCache",
-    "nodeAddressSortAlgorithm",
-];
-
-fn copy_key(from: Option<&Map<String, Value>>, to: &mut Map<String, Value>, key: &str) {
-    match from.and_then(|m| m.get(key)) {
-        Some(v) => {
-            to.insert(key.to_string(), v.clone());
-        }
-        None => {
-            to.remove(key);
-        }
-    }
-}
-
-/// The new v1alpha1 document with every live-changeable subtree taken from the old one, so
-/// that what still differs is what needs a reboot.
-fn mask_live(old: &Value, new: &Value) -> Value {
-    let mut masked = new.clone();
-    let Some(top) = masked.as_object_mut() else {
-        return masked;
-    };
-    let old_top = old.as_object();
-    copy_key(old_top, top, "debug");
-    copy_key(old_top, top, "cluster");
-    let old_machine = old.get("machine").and_then(Value::as_object);
-    if let Some(machine) = top.get_mut("machine").and_then(Value::as_object_mut) {
-        for key in LIVE_MACHINE_KEYS {
-            copy_key(old_machine, machine, key);
-        }
-        let old_features = old_machine
-            .and_then(|m| m.get("features"))
-            .and_then(Value::as_object);
-        if let (Some(of), Some(features)) = (
-            old_features,
-            machine.get_mut("features").and_then(Value::as_object_mut),
-        ) {
-            for key in LIVE_FEATURE_KEYS {
-                copy_key(Some(of), features, key);
-            }
-        }
-    }
-    masked
-}
-
 /// `None` when the change can be applied immediately, otherwise the diff Talos shows.
 pub fn reboot_diff(old: &StoredConfig, new: &StoredConfig) -> Option<String> {
     let (Some(o), Some(n)) = (old.v1alpha1(), new.v1alpha1()) else {
@@ -277,7 +207,7 @@ pub fn reboot_diff(old: &StoredConfig, new: &StoredConfig) -> Option<String> {
     if !ferro_talos_config::live::reboot_required(&old.cfg, &new.cfg) {
         return None;
     }
-    let masked = mask_live(o, n);
+    let masked = ferro_talos_config::live::without_live_changes(o, n);
     let target = if &masked == o { n } else { &masked };
     Some(unified(&to_yaml(o), &to_yaml(target)))
 }
