@@ -64,8 +64,14 @@ def test_healthy_cluster_passes_in_normal_and_check_mode(ansible, cluster):
     assert any(c["name"] == "Talos cluster health check" and c["status"] == "ok" for c in result["checks"])
     assert run.recap()["changed"] == 0
 
+    # Asked through another control plane's apid (talosctl -e ENDPOINT -n NODE).
+    args = {**cluster["args"], "node": cluster["cps"][2], "endpoint": cluster["cps"][0], "timeout": 60}
+    routed, result = gate(ansible, args)
+    assert routed.rc == 0, routed.output
+    assert ("Talos cluster health check", cluster["cps"][2]) in by_status(result, "ok")
+
     forms = secret_forms(cluster["secrets"].read_text())
-    assert leaks(run.output, forms) == []
+    assert leaks(run.output + routed.output, forms) == []
 
 
 def test_talos_health_check_failure_fails_within_the_timeout(ansible, cluster):
