@@ -142,6 +142,9 @@ def test_direction_comes_from_the_nodes(ansible, sim_factory, tmp_path):
         assert res["changed"] is True and res["os_upgrade"] is True
         assert res["target_version"] == "v1.14.1"
         assert "would upgrade v1.13.6 -> v1.14.1" in res["msg"]
+        # The live config still installs 1.13.6; the module says so and leaves it.
+        assert res["install_image"] == f"{GHCR}:v1.13.6"
+        assert any("machine.install.image" in w for w in res.get("warnings", [])), res
 
     # The same factory image at the same version but another schematic is an upgrade too.
     schematic = upgrade(ansible, inventory, {"image": f"factory.talos.dev/installer/{SCHEMATIC}:v1.13.6"}, check=True)
@@ -237,6 +240,15 @@ def test_legacy_path_for_nodes_before_the_lifecycle_api(ansible, sim_factory, tm
         assert r["result"]["upgrade_path"] == "legacy"
         assert r["result"]["version_after"] == "v1.13.6"
     assert all(n["version"] == "v1.13.6" for n in sim.status())
+
+
+def test_staged_upgrade_with_powercycle_uses_the_legacy_api(ansible, sim_factory, tmp_path):
+    sim, inventory = converged(ansible, sim_factory, tmp_path, control_planes=1, workers=0, version="v1.13.4")
+    run = upgrade(ansible, inventory, {"talos_version": "v1.13.6", "stage": True, "reboot_mode": "powercycle"})
+    assert run.rc == 0, run.output
+    res = run.task(TASK)["result"]
+    assert res["upgrade_path"] == "legacy" and res["version_after"] == "v1.13.6"
+    assert sim.status()[0]["version"] == "v1.13.6"
 
 
 def test_kubernetes_upgrade_node_by_node(ansible, sim_factory, tmp_path):

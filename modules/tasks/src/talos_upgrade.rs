@@ -587,6 +587,19 @@ async fn upgrade_node(
                 os.image
             ));
         }
+        // talosctl does not check this either, but a kubelet the new Talos does not support
+        // is worth a word before the node reboots into it.
+        if req.kubernetes.is_none()
+            && let OsDecision::Change(_) = &decision
+            && let Ok(components) = kubernetes_components(&v1)
+            && let Some(kubelet) = components.first()
+            && let Some(Err(why)) = kubernetes_supported(&os.version, &kubelet.version)
+        {
+            report.warnings.push(format!(
+                "{why}, and the node's kubelet is at {}: move Kubernetes into the supported range too",
+                kubelet.version
+            ));
+        }
         let lifecycle = has_lifecycle_api(&current) && !req.stage;
         report.set(
             "upgrade_path",
@@ -818,34 +831,78 @@ async fn upgrade_os(
         reboots += 1;
         report.set("boot_id_after", back.boot_id.clone());
         report.set("version_after", back.version_tag.clone());
-        let now = parse_version(&back.version_tag).ok();
-        if now.as_ref() == Some(&os.version) {
-            return Ok(format!(
-                "{} API, verified after {} reboot{}",
-                if lifecycle { "lifecycle" } else { "legacy" },
-                reboots,
-                if reboots == 1 { "" } else { "s" }
-            ));
+        match after_reboot(&back.version_tag, current, &os.version, req.stage, reboots) {
+            AfterReboot::Done => break,
+            AfterReboot::AnotherReboot => boot = back.boot_id,
+            AfterReboot::RolledBack => {
+                return Err(report.fail(format!(
+                    "{}: the node rebooted but still runs v{current}, not the target {}: the new version did not \
+                     boot and Talos rolled back to the previous one; check the node's console and logs",
+                    target.node,
+                    os.tag()
+                )));
+            }
+            AfterReboot::Unexpected => {
+                return Err(report.fail(format!(
+                    "{}: the node came back running {:?}, expected {}",
+                    target.node,
+                    back.version_tag,
+                    os.tag()
+                )));
+            }
         }
-        // A staged upgrade reboots once more after installing on the way up.
-        if req.stage && reboots == 1 && now.as_ref() == Some(current) {
-            boot = back.boot_id;
-            continue;
+    }
+    // A schematic change keeps the version: the schematic the node reports (when it does)
+    // is the only evidence that the new image booted.
+    if let Some(want) = schematic_of(&os.image) {
+        let fresh = ConnectOptions {
+            read_retries: 3,
+            ..client.options().clone()
+        };
+        if let Ok(c) = connection::connect(target, creds, fresh).await
+            && let Some(now) = running_schematic(&c).await
+        {
+            report.set("schematic_after", now.clone());
+            if now != want {
+                return Err(report.fail(format!(
+                    "{}: the node rebooted into v{} but reports schematic {now}, not the target's {want}: the new \
+                     image did not boot and Talos rolled back; check the node's console and logs",
+                    target.node, os.version
+                )));
+            }
         }
-        if now.as_ref() == Some(current) {
-            return Err(report.fail(format!(
-                "{}: the node rebooted but still runs v{current}, not the target {}: the new version did not boot \
-                 and Talos rolled back to the previous one; check the node's console and logs",
-                target.node,
-                os.tag()
-            )));
-        }
-        return Err(report.fail(format!(
-            "{}: the node came back running {:?}, expected {}",
-            target.node,
-            back.version_tag,
-            os.tag()
-        )));
+    }
+    Ok(format!(
+        "{} API, verified after {} reboot{}",
+        if lifecycle { "lifecycle" } else { "legacy" },
+        reboots,
+        if reboots == 1 { "" } else { "s" }
+    ))
+}
+
+/// What a node's version after a reboot means.
+#[derive(Debug, PartialEq)]
+pub enum AfterReboot {
+    Done,
+    /// A staged upgrade installs on the way up and reboots once more.
+    AnotherReboot,
+    /// Still the old version: the new one did not boot.
+    RolledBack,
+    Unexpected,
+}
+
+pub fn after_reboot(
+    reported: &str,
+    before: &Version,
+    target: &Version,
+    staged: bool,
+    reboots: u32,
+) -> AfterReboot {
+    match parse_version(reported) {
+        Ok(now) if now == *target => AfterReboot::Done,
+        Ok(now) if now == *before && staged && reboots == 1 => AfterReboot::AnotherReboot,
+        Ok(now) if now == *before => AfterReboot::RolledBack,
+        _ => AfterReboot::Unexpected,
     }
 }
 
@@ -1077,6 +1134,35 @@ mod tests {
         assert_eq!(
             schematic_from_extension_yaml("metadata:\n    name: schematic\n    version: abc\n"),
             None
+        );
+    }
+
+    #[test]
+    fn the_version_after_the_reboot_tells_success_from_rollback() {
+        let (old, new) = (v("1.13.4"), v("1.13.6"));
+        assert_eq!(
+            after_reboot("v1.13.6", &old, &new, false, 1),
+            AfterReboot::Done
+        );
+        assert_eq!(
+            after_reboot("v1.13.4", &old, &new, false, 1),
+            AfterReboot::RolledBack
+        );
+        assert_eq!(
+            after_reboot("v1.13.4", &old, &new, true, 1),
+            AfterReboot::AnotherReboot
+        );
+        assert_eq!(
+            after_reboot("v1.13.4", &old, &new, true, 2),
+            AfterReboot::RolledBack
+        );
+        assert_eq!(
+            after_reboot("v1.13.5", &old, &new, false, 1),
+            AfterReboot::Unexpected
+        );
+        assert_eq!(
+            after_reboot("", &old, &new, false, 1),
+            AfterReboot::Unexpected
         );
     }
 
