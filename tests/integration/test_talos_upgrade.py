@@ -228,6 +228,8 @@ def test_rolling_upgrade_one_node_at_a_time(ansible, sim_factory, tmp_path):
     again = upgrade(ansible, inventory, {"image": f"{GHCR}:v1.13.6"}, serial=1)
     assert again.rc == 0, again.output
     assert all(r["result"]["changed"] is False for r in again.tasks(TASK))
+    forms = secret_forms((tmp_path / "cluster" / "secrets.yaml").read_text())
+    assert leaks(run.output, forms) == [] and leaks(repr(run.results), forms) == []
 
 
 def test_legacy_path_for_nodes_before_the_lifecycle_api(ansible, sim_factory, tmp_path):
@@ -240,6 +242,46 @@ def test_legacy_path_for_nodes_before_the_lifecycle_api(ansible, sim_factory, tm
         assert r["result"]["upgrade_path"] == "legacy"
         assert r["result"]["version_after"] == "v1.13.6"
     assert all(n["version"] == "v1.13.6" for n in sim.status())
+
+
+def test_schematic_change_at_the_same_version_then_idempotent(ansible, sim_factory, tmp_path):
+    sim, inventory = converged(ansible, sim_factory, tmp_path, control_planes=1, workers=1)
+    image = f"factory.talos.dev/installer/{SCHEMATIC}:v1.13.6"
+    run = upgrade(ansible, inventory, {"image": image}, serial=1)
+    assert run.rc == 0, run.output
+    for r in run.tasks(TASK):
+        res = r["result"]
+        assert res["changed"] is True and "schematic change" in res["os_reason"]
+        assert res["schematic_after"] == SCHEMATIC
+    assert all(n["schematic"] == SCHEMATIC for n in sim.status())
+    # The nodes now report the schematic they run, so the old install image in the config
+    # no longer makes the module upgrade again.
+    again = upgrade(ansible, inventory, {"image": image}, serial=1)
+    assert again.rc == 0, again.output
+    for r in again.tasks(TASK):
+        assert r["result"]["changed"] is False, r["result"]
+        assert r["result"]["schematic_source"] == "extensions"
+
+
+def test_worker_upgraded_through_a_control_plane_endpoint(ansible, sim_factory, tmp_path):
+    sim, inventory = converged(ansible, sim_factory, tmp_path, control_planes=1, workers=1, version="v1.13.4")
+    cp, worker = sim.nodes[0], sim.nodes[1]
+    task = {
+        "name": TASK,
+        "ferro.talos.talos_upgrade": {
+            "node": worker["address"],
+            "endpoint": cp["address"],
+            "image": f"{GHCR}:v1.13.6",
+            "talosconfig": str(tmp_path / "cluster" / "talosconfig"),
+            "timeout": 60,
+        },
+    }
+    run = ansible.run(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": [task]}]))
+    assert run.rc == 0, run.output
+    res = run.task(TASK)["result"]
+    assert res["version_after"] == "v1.13.6" and res["node"] == worker["address"]
+    versions = {n["address"]: n["version"] for n in sim.status()}
+    assert versions == {cp["address"]: "v1.13.4", worker["address"]: "v1.13.6"}
 
 
 def test_staged_upgrade_with_powercycle_uses_the_legacy_api(ansible, sim_factory, tmp_path):
