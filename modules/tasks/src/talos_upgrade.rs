@@ -571,7 +571,9 @@ async fn upgrade_node(
             req.allow_downgrade,
         )
         .map_err(|why| report.fail(format!("{}: {why}; nothing was changed", target.node)))?;
-        if let InstallerCheck::Unknown = installer_check(&current, &os.version) {
+        if let OsDecision::Change(_) = &decision
+            && let InstallerCheck::Unknown = installer_check(&current, &os.version)
+        {
             report.warnings.push(format!(
                 "no installer version rules are known for Talos v{}; the installer will decide whether it accepts v{current}",
                 os.version
@@ -582,8 +584,8 @@ async fn upgrade_node(
         {
             report.warnings.push(format!(
                 "machine.install.image in the live config is {img}, not the target {}; like talosctl, this module \
-                 leaves it alone, but it decides the installer of future installs and the schematic this module \
-                 compares against: update it with a config change",
+                 leaves it alone, but it decides the installer of future installs (and, when the node does not report \
+                 its schematic, the schematic this module compares against): update it with a config change",
                 os.image
             ));
         }
