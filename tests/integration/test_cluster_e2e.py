@@ -9,6 +9,9 @@ from conftest import ROOT
 from secrets_scan import leaks, secret_forms
 
 SITE = ROOT / "examples" / "site.yml"
+# Task names as the results report them: examples/site.yml runs the ferro.talos.cluster role.
+APPLY = "ferro.talos.cluster : Apply the config"
+BOOTSTRAP = "ferro.talos.cluster : Bootstrap etcd once, on the first control plane"
 
 
 def inventory_for(sim, tmp_path, extra_vars=None):
@@ -21,11 +24,13 @@ def inventory_for(sim, tmp_path, extra_vars=None):
                 "ansible_python_interpreter": str(ROOT / ".venv" / "bin" / "python"),
                 "talos_cluster_name": "e2e",
                 "talos_cluster_endpoint": f"https://{cps[0]['address']}:6443",
-                "talos_version": "v1.13",
-                "talos_kubernetes_version": "1.36.1",
-                "talos_secrets_file": str(tmp_path / "cluster" / "secrets.yaml"),
-                "talos_talosconfig": str(tmp_path / "cluster" / "talosconfig"),
-                "talos_generate_secrets": True,
+                "talos_cluster_talos_version": "v1.13",
+                "talos_cluster_kubernetes_version": "1.36.1",
+                "talos_cluster_secrets_file": str(tmp_path / "cluster" / "secrets.yaml"),
+                "talos_cluster_talosconfig": str(tmp_path / "cluster" / "talosconfig"),
+                "talos_cluster_kubeconfig": str(tmp_path / "cluster" / "kubeconfig"),
+                "talos_cluster_generate_secrets": True,
+                "talos_cluster_health_timeout": 60,
                 **(extra_vars or {}),
             },
             "hosts": {"localhost": None},
@@ -63,9 +68,9 @@ def test_fresh_cluster_converges_then_stays_converged(ansible, sim_factory, tmp_
     nodes = sim.status()
     assert all(not n["maintenance"] for n in nodes), nodes
     assert sum(n["etcd_member"] for n in nodes) == 3
-    applied = [r for r in first.results if r["task"] == "Apply the config"]
+    applied = [r for r in first.results if r["task"] == APPLY]
     assert len(applied) == 4 and all(r["result"]["changed"] for r in applied)
-    boot = first.task("Bootstrap etcd once, on the first control plane", host="cp1")["result"]
+    boot = first.task(BOOTSTRAP, host="cp1")["result"]
     assert boot["changed"] is True
     assert os.stat(tmp_path / "cluster" / "talosconfig").st_mode & 0o777 == 0o600
 
@@ -89,7 +94,7 @@ def test_check_before_any_talosconfig_on_an_existing_cluster(ansible, sim_factor
     os.remove(tmp_path / "cluster" / "talosconfig")
     run = site(ansible, inventory, check=True, diff=True)
     assert run.rc == 0, run.output
-    boot = run.task("Bootstrap etcd once, on the first control plane", host="cp1")["result"]
+    boot = run.task(BOOTSTRAP, host="cp1")["result"]
     assert boot["changed"] is False and boot["bootstrap_needed"] is False
     assert "already bootstrapped" in boot["msg"]
     assert not (tmp_path / "cluster" / "talosconfig").exists()
@@ -98,14 +103,14 @@ def test_check_before_any_talosconfig_on_an_existing_cluster(ansible, sim_factor
 def test_changed_patch_shows_the_key_path_and_no_secret(ansible, sim_factory, tmp_path):
     sim = sim_factory(control_planes=1, workers=1)
     patches = [{"cluster": {"extraManifests": ["https://example.com/approver.yaml"]}}]
-    inventory = inventory_for(sim, tmp_path, {"talos_patches": patches})
+    inventory = inventory_for(sim, tmp_path, {"talos_cluster_patches": patches})
     assert site(ansible, inventory).rc == 0
     # Dropping the manifest and labelling the nodes: the diff names exactly those paths.
     new = [{"machine": {"nodeLabels": {"tier": "gold"}}}]
-    inventory = inventory_for(sim, tmp_path, {"talos_patches": new})
+    inventory = inventory_for(sim, tmp_path, {"talos_cluster_patches": new})
     run = site(ansible, inventory, check=True, diff=True, verbosity=3)
     assert run.rc == 0, run.output
-    cp = run.task("Apply the config", host="cp1")["result"]
+    cp = run.task(APPLY, host="cp1")["result"]
     assert cp["changed"] is True
     assert set(cp["changed_paths"]) == {"cluster.extraManifests", "machine.nodeLabels.tier"}
     assert any(r["path"] == "cluster.extraManifests" for r in cp["risky_changes"])
@@ -124,9 +129,8 @@ def test_node_back_on_another_address_fails_naming_both(ansible, sim_factory, tm
     sim.control(op="fault", node=worker["index"], next_address=moved_to)
     # A change that needs a reboot (machine.disks) makes the node reboot into the new address.
     patches = [{"machine": {"disks": [{"device": "/dev/sdb", "partitions": [{"mountpoint": "/var/mnt/d"}]}]}}]
-    inventory = inventory_for(sim, tmp_path, {"talos_patches": patches})
-    playbook = SITE.read_text().replace("config: \"{{ talos_render_path }}\"", "config: \"{{ talos_render_path }}\"\n        timeout: 10")
-    run = ansible.run(playbook, inventory=inventory)
+    inventory = inventory_for(sim, tmp_path, {"talos_cluster_patches": patches, "talos_cluster_apply_timeout": 10})
+    run = site(ansible, inventory)
     assert run.rc != 0
     failed = [r for r in run.results if r["status"] == "failed"]
     assert len(failed) == 1 and failed[0]["host"] == "w1", run.output
