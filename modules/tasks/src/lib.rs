@@ -12,6 +12,7 @@ pub mod talos_config;
 pub mod talos_health;
 pub mod talos_info;
 pub mod talos_kubeconfig;
+pub mod talos_reset;
 pub mod talos_upgrade;
 
 /// Lower-case hex SHA-256, the form every `*_sha256` result uses.
