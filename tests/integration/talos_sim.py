@@ -10,9 +10,29 @@ import time
 
 import pytest
 
-# Each simulated cluster gets its own 127.0.N.0/24 block so clusters never collide, even when a
-# previous test's nodes are still shutting down.
-_blocks = itertools.count(20 + (os.getpid() % 100))
+# Each simulated cluster gets its own 127.0.B.0/24 block (B in 20-249; the demo and Molecule use
+# blocks below 20) so clusters never collide, even when a previous test's nodes are still shutting
+# down. Parallel pytest workers interleave their blocks; a block someone else holds is skipped.
+_WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:] or 0)
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+_counter = itertools.count(os.getpid() % 50)
+
+
+def _block_is_free(block):
+    with socket.socket() as s:
+        try:
+            s.bind((f"127.0.{block}.1", 50000))
+        except OSError:
+            return False
+    return True
+
+
+def _next_block():
+    for _ in range(230):
+        block = 20 + (next(_counter) * _WORKERS + _WORKER) % 230
+        if _block_is_free(block):
+            return block
+    raise RuntimeError("no free 127.0.B.0/24 block for talos-sim")
 
 
 class Sim:
@@ -58,7 +78,7 @@ def start_sim(control_planes=3, workers=1, version="v1.13.6", node_versions=None
     if not target:
         pytest.fail("FERRO_TARGET_DIR is not set: run the tests through `make test`", pytrace=False)
     binary = pathlib.Path(target) / "talos-sim"
-    block = next(_blocks) % 250 + 2
+    block = _next_block()
     control_port = 51000 + block
     cmd = [
         str(binary),
