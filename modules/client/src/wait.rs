@@ -20,7 +20,35 @@ pub enum NodeMode {
 /// Probe an endpoint without credentials. A node in maintenance mode completes the
 /// TLS handshake without a client certificate and answers Version without
 /// `features`; a configured node rejects the connection ("certificate required").
+///
+/// With TLS 1.3 a configured node's "certificate required" alert reaches the client only on the
+/// first read, and depending on timing it surfaces as a reset, a cancelled call or an alert. So
+/// an unclear answer is asked again, and a node that keeps answering the handshake but refuses
+/// a certificate-less client is taken as configured: the mutual-TLS connection that follows
+/// reports the precise error if it is anything else.
 pub async fn probe(endpoint: &str, opts: &ConnectOptions) -> Result<NodeMode> {
+    const ATTEMPTS: u32 = 3;
+    let mut last = Ok(NodeMode::Unreachable);
+    for attempt in 1..=ATTEMPTS {
+        last = probe_once(endpoint, opts).await;
+        match &last {
+            Ok(NodeMode::Maintenance) | Ok(NodeMode::Configured) => return last,
+            Err(e) if matches!(e.kind, ErrorKind::Credentials | ErrorKind::InvalidEndpoint) => {
+                return last;
+            }
+            _ if attempt < ATTEMPTS => {
+                tokio::time::sleep(Duration::from_millis(150 * u64::from(attempt))).await;
+            }
+            _ => {}
+        }
+    }
+    match last {
+        Err(_) => Ok(NodeMode::Configured),
+        other => other,
+    }
+}
+
+async fn probe_once(endpoint: &str, opts: &ConnectOptions) -> Result<NodeMode> {
     let mut opts = opts.clone();
     opts.read_retries = 0;
     let client = match TalosClient::connect_maintenance(endpoint, opts).await {
