@@ -360,3 +360,22 @@ def test_bad_input_fails_clearly_and_writes_nothing(ansible, fixtures, tmp_path,
     assert expected in result["msg"], result["msg"]
     assert "panicked" not in run.output and "internal error" not in result["msg"]
     assert list(out.iterdir()) == [], "a failed task must not leave files behind"
+
+
+def test_return_content_masks_secrets(ansible, fixtures, tmp_path):
+    tasks = f"""
+    - name: render
+      ferro.talos.talos_config:
+        secrets_file: {fixtures}/{STABILITY}
+        machine_type: controlplane
+        cluster_name: demo
+        cluster_endpoint: https://10.5.0.10:6443
+        return_content: true
+"""
+    run = ansible.run(play(tasks), verbosity=1)
+    assert run.rc == 0, run.output
+    config = run.task("render")["result"]["config"]
+    assert "clusterName: demo" in config
+    forms = secret_forms((fixtures / STABILITY).read_text())
+    assert leaks(config, forms) == [] and leaks(run.output, forms) == []
+    assert "********" in config
