@@ -23,6 +23,16 @@ pub fn read_optional(path: &Path) -> Result<Option<String>> {
 /// never a partial one, and the secret never sits in a file with wider permissions.
 /// Missing parent directories are created.
 pub fn write_atomic(path: &Path, content: &[u8], mode: u32) -> Result<()> {
+    write_atomic_with(path, mode, |file| Ok(file.write_all(content)?))
+}
+
+/// Like [`write_atomic`], for content too large to hold in memory: `fill` writes into the
+/// temporary file (created with `mode`), which replaces `path` only when `fill` succeeds.
+pub fn write_atomic_with<T>(
+    path: &Path,
+    mode: u32,
+    fill: impl FnOnce(&mut File) -> Result<T>,
+) -> Result<T> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -39,9 +49,7 @@ pub fn write_atomic(path: &Path, content: &[u8], mode: u32) -> Result<()> {
         std::process::id(),
         rand::random::<u32>()
     ));
-    // The temp file is created with the final mode (O_EXCL, 0600) so the secret is never readable
-    // by others, even briefly.
-    let result = (|| -> Result<()> {
+    let result = (|| -> Result<T> {
         let mut file = OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -49,14 +57,14 @@ pub fn write_atomic(path: &Path, content: &[u8], mode: u32) -> Result<()> {
             .open(&tmp)
             .with_context(|| format!("cannot create {}", tmp.display()))?;
         file.set_permissions(fs::Permissions::from_mode(mode))?;
-        file.write_all(content)?;
+        let value = fill(&mut file)?;
         file.sync_all()?;
         fs::rename(&tmp, path)
             .with_context(|| format!("cannot move {} into place", path.display()))?;
         if let Ok(d) = File::open(dir) {
             let _ = d.sync_all();
         }
-        Ok(())
+        Ok(value)
     })();
     if result.is_err() {
         let _ = fs::remove_file(&tmp);

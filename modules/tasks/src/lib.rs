@@ -9,6 +9,7 @@ pub mod files;
 pub mod talos_apply;
 pub mod talos_bootstrap;
 pub mod talos_config;
+pub mod talos_etcd_snapshot;
 pub mod talos_health;
 pub mod talos_info;
 pub mod talos_kubeconfig;
