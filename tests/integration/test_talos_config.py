@@ -332,6 +332,14 @@ BAD_INPUTS = [
     ("patches not a list of patches", {"secrets_file": "{s}", "machine_type": "worker", "cluster_name": "x", "cluster_endpoint": "https://x:6443", "dest": "{d}", "patches": [42]}, "patches[0]"),
     ("invalid rendered config", {"secrets_file": "{s}", "machine_type": "worker", "cluster_name": "x", "cluster_endpoint": "https://x:6443", "dest": "{d}", "patches": [{"persist": False}]}, "not valid"),
     ("dest without a config", {"secrets_file": "{s}", "dest": "{d}"}, "machine_type"),
+    ("delete on a missing path", {"secrets_file": "{s}", "machine_type": "worker", "cluster_name": "x", "cluster_endpoint": "https://x:6443", "dest": "{d}", "patches": [{"machine": {"network": {"hostname": {"$patch": "delete"}}}}]}, "patches"),
+    ("truncated secrets file", {"secrets_file": "{truncated}", "machine_type": "worker", "cluster_name": "x", "cluster_endpoint": "https://x:6443", "dest": "{d}"}, "secrets_file"),
+    ("corrupt secrets file", {"secrets_file": "{corrupt}", "machine_type": "worker", "cluster_name": "x", "cluster_endpoint": "https://x:6443", "dest": "{d}"}, "secrets_file"),
+    ("unwritable dest", {"secrets_file": "{s}", "machine_type": "worker", "cluster_name": "x", "cluster_endpoint": "https://x:6443", "dest": "{blocker}/cp.yaml"}, "cannot"),
+    ("machine_type wrong type", {"secrets_file": "{s}", "machine_type": ["worker"], "dest": "{d}"}, "machine_type"),
+    ("additional_sans wrong type", {"secrets_file": "{s}", "machine_type": "worker", "cluster_name": "x", "cluster_endpoint": "https://x:6443", "dest": "{d}", "additional_sans": {"a": 1}}, "additional_sans"),
+    ("bad kubernetes_version", {"secrets_file": "{s}", "machine_type": "worker", "cluster_name": "x", "cluster_endpoint": "https://x:6443", "dest": "{d}", "kubernetes_version": "latest"}, "kubernetes_version"),
+    ("registry mirror not a URL string", {"secrets_file": "{s}", "machine_type": "worker", "cluster_name": "x", "cluster_endpoint": "https://x:6443", "dest": "{d}", "registry_mirrors": {"ghcr.io": 5}}, "registry_mirrors"),
 ]
 
 
@@ -341,8 +349,20 @@ def test_bad_input_fails_clearly_and_writes_nothing(ansible, fixtures, tmp_path,
     out.mkdir()
     dest = out / "dest.yaml"
 
+    good = (fixtures / STABILITY).read_text()
+    truncated = tmp_path / "truncated.yaml"
+    truncated.write_text(good[: len(good) // 2])
+    corrupt = tmp_path / "corrupt.yaml"
+    corrupt.write_text(good.replace("LS0tLS1CRUdJTiBFQyBQUklWQVRFIEtFWS0tLS0t", "not base64 at all!!", 1))
+    # The tests run as root, which ignores directory permissions: a file where the parent
+    # directory should be makes dest unwritable for anyone.
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file, not a directory\n")
+
     def fill(value):
         if isinstance(value, str):
+            for key, path in (("{truncated}", truncated), ("{corrupt}", corrupt), ("{blocker}", blocker)):
+                value = value.replace(key, str(path))
             return value.replace("{s}", str(fixtures / STABILITY)).replace("{d}", str(dest))
         if isinstance(value, list):
             return [fill(v) for v in value]
@@ -360,6 +380,7 @@ def test_bad_input_fails_clearly_and_writes_nothing(ansible, fixtures, tmp_path,
     assert expected in result["msg"], result["msg"]
     assert "panicked" not in run.output and "internal error" not in result["msg"]
     assert list(out.iterdir()) == [], "a failed task must not leave files behind"
+    assert blocker.read_text() == "a file, not a directory\n"
 
 
 def test_return_content_masks_secrets(ansible, fixtures, tmp_path):
