@@ -1,0 +1,57 @@
+//! Benchmark (prints figures, asserts nothing): render 100 node configs from an existing secrets
+//! bundle with 3 patches each, in one process, the way a playbook over 100 nodes would.
+//!
+//!     cargo run --release -p ferro-talos-config --example render_bench [SECRETS_FILE]
+
+use std::time::Instant;
+
+use ferro_talos_config::MachineConfig;
+use ferro_talos_config::contract::Contract;
+use ferro_talos_config::generate::{GenerateOptions, MachineType};
+use ferro_talos_config::patch::Patch;
+use ferro_talos_secrets::Bundle;
+
+const PATCHES: [&str; 3] = [
+    "machine:\n  kubelet:\n    extraArgs:\n      rotate-server-certificates: true\n",
+    "cluster:\n  extraManifests:\n    - https://example.com/approver.yaml\n    - https://example.com/metrics.yaml\n",
+    "apiVersion: v1alpha1\nkind: HostnameConfig\nauto: \"off\"\nhostname: node-1\n",
+];
+
+fn main() -> anyhow::Result<()> {
+    let secrets = std::env::args().nth(1).unwrap_or_else(|| {
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../../shared/talos/fixtures/v1.13.6/stability-secrets.yaml"
+        )
+        .into()
+    });
+    let started = Instant::now();
+    let bundle = Bundle::from_yaml(&std::fs::read_to_string(&secrets)?)?;
+    let patches = PATCHES
+        .iter()
+        .map(|p| Patch::parse(p))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let mut bytes = 0;
+    for i in 0..100 {
+        let machine_type = if i < 3 {
+            MachineType::ControlPlane
+        } else {
+            MachineType::Worker
+        };
+        let opts = GenerateOptions::new(
+            Contract::V1_13,
+            machine_type,
+            "bench",
+            "https://10.0.0.1:6443",
+        );
+        let mut cfg = MachineConfig::generate(&bundle, &opts)?;
+        cfg.apply_patches(&patches)?;
+        bytes += cfg.to_yaml().len();
+    }
+    let elapsed = started.elapsed();
+    println!(
+        "rendered 100 configs (3 control planes, 97 workers) with 3 patches each in {:.1} ms, {bytes} bytes of YAML",
+        elapsed.as_secs_f64() * 1000.0
+    );
+    Ok(())
+}
