@@ -1,0 +1,111 @@
+//! Benchmark (prints figures, asserts nothing): the wall time of a process that connects to a
+//! simulated node with mutual TLS and calls Version, beside the floor measured in the same run:
+//! a fresh TLS handshake plus one gRPC call inside an already running process.
+//!
+//!     cargo run --release -p ferro-talos-client --example connect_bench
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use ferro_talos_client::{ApplyMode, ConnectOptions, Credentials, TalosClient, wait_for_reboot};
+use ferro_talos_sim::{Cluster, SimConfig};
+
+const SECRETS: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../../shared/talos/fixtures/v1.13.6/stability-secrets.yaml"
+);
+const CONFIG: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../../shared/talos/fixtures/v1.13.6/stability-v1.13-base-controlplane.yaml"
+);
+const RUNS: usize = 30;
+
+fn credentials() -> Credentials {
+    let bundle =
+        ferro_talos_secrets::Bundle::from_yaml(&std::fs::read_to_string(SECRETS).unwrap()).unwrap();
+    Credentials::from_bundle(&bundle, &["os:admin"], Duration::from_secs(3600)).unwrap()
+}
+
+fn median(mut v: Vec<Duration>) -> f64 {
+    v.sort();
+    v[v.len() / 2].as_secs_f64() * 1000.0
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    // Child mode: one connection and one Version call, as a module process would do.
+    if let Some(endpoint) = std::env::args().nth(1) {
+        let client = TalosClient::connect(&endpoint, &credentials(), ConnectOptions::default())
+            .await
+            .unwrap();
+        client.version().await.unwrap();
+        return;
+    }
+    let b: u8 = rand_octet();
+    let cluster = Cluster::start(SimConfig {
+        control_planes: 1,
+        base_address: std::net::Ipv4Addr::new(127, 201, b, 1),
+        port: 0,
+        reboot_downtime: Duration::from_millis(100),
+        ..SimConfig::default()
+    })
+    .await
+    .unwrap();
+    let endpoint = cluster.endpoint(0).unwrap().to_string();
+    let config = std::fs::read_to_string(CONFIG).unwrap().replacen(
+        "    install:\n",
+        "    install:\n        disk: /dev/sda\n",
+        1,
+    );
+    let maintenance = TalosClient::connect_maintenance(&endpoint, ConnectOptions::default())
+        .await
+        .unwrap();
+    maintenance
+        .apply_configuration(config.as_bytes(), ApplyMode::Auto, false, None)
+        .await
+        .unwrap();
+    let creds = credentials();
+    wait_for_reboot(
+        &endpoint,
+        None,
+        &creds,
+        None,
+        Duration::from_secs(30),
+        Duration::from_millis(100),
+    )
+    .await
+    .unwrap();
+
+    let mut floor = Vec::new();
+    for _ in 0..RUNS {
+        let start = Instant::now();
+        let client = TalosClient::connect(&endpoint, &creds, ConnectOptions::default())
+            .await
+            .unwrap();
+        client.version().await.unwrap();
+        floor.push(start.elapsed());
+    }
+    let me = std::env::current_exe().unwrap();
+    let mut process = Vec::new();
+    for _ in 0..RUNS {
+        let start = Instant::now();
+        let out = Command::new(&me).arg(&endpoint).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        process.push(start.elapsed());
+    }
+    let (p, f) = (median(process), median(floor));
+    println!("process: connect with mTLS + Version, median of {RUNS}: {p:.1} ms (target: 15 ms)");
+    println!(
+        "floor: TLS handshake + one gRPC call in a running process, median of {RUNS}: {f:.1} ms"
+    );
+    println!("ratio: {:.1}x", p / f);
+    cluster.shutdown().await;
+}
+
+fn rand_octet() -> u8 {
+    (std::process::id() % 250) as u8
+}
