@@ -19,6 +19,24 @@ pub fn read_optional(path: &Path) -> Result<Option<String>> {
     }
 }
 
+/// A config option's value: a path when it is one line naming an existing file, else the YAML
+/// itself. A single line that is neither (no file, no `key: value`) is an error.
+pub fn read_file_or_content(value: &str) -> Result<String> {
+    if !value.contains('\n') {
+        let path = Path::new(value.trim());
+        if path.is_file() {
+            return fs::read_to_string(path)
+                .with_context(|| format!("cannot read {}", path.display()));
+        }
+        if !value.contains(':') {
+            return Err(anyhow!(
+                "{value} is neither an existing file nor machine config YAML"
+            ));
+        }
+    }
+    Ok(value.to_string())
+}
+
 /// Writes `content` to `path` atomically with `mode`: a reader sees the old file or the new one,
 /// never a partial one, and the secret never sits in a file with wider permissions.
 /// Missing parent directories are created.

@@ -10,6 +10,7 @@ use ferro_talos_config::{MachineConfig, diff, live, redact, risk};
 use serde_json::{Value, json};
 
 use crate::connection::{self, Target, client_error, with_connection_options};
+use crate::files::read_file_or_content;
 use crate::sha256_hex;
 
 pub fn spec() -> Spec {
@@ -55,7 +56,7 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
 fn request(ctx: &mut Context, p: &Params) -> Result<Request, ModuleError> {
     let target = Target::from_params(p)?;
     let raw = p.str("config").unwrap_or_default();
-    let text = read_config(raw)?;
+    let text = read_file_or_content(raw).map_err(|e| ModuleError::new(format!("config: {e:#}")))?;
     let desired = MachineConfig::parse(&text)
         .map_err(|e| ModuleError::new(format!("config is not a valid machine config: {e:#}")))?;
     if desired.v1alpha1().is_none() {
@@ -94,24 +95,6 @@ fn request(ctx: &mut Context, p: &Params) -> Result<Request, ModuleError> {
         wait: p.bool("wait"),
         timeout,
     })
-}
-
-/// `config` is a path when it is one line naming an existing file; otherwise it is the YAML.
-fn read_config(raw: &str) -> Result<String, ModuleError> {
-    if !raw.contains('\n') {
-        let path = std::path::Path::new(raw.trim());
-        if path.is_file() {
-            return std::fs::read_to_string(path).map_err(|e| {
-                ModuleError::new(format!("config: cannot read {}: {e}", path.display()))
-            });
-        }
-        if !raw.contains(':') {
-            return Err(ModuleError::new(format!(
-                "config: {raw} is neither an existing file nor machine config YAML"
-            )));
-        }
-    }
-    Ok(raw.to_string())
 }
 
 fn seconds(p: &Params, name: &str, min: i64, max: i64) -> Result<Duration, ModuleError> {

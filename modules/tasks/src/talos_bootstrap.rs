@@ -160,7 +160,7 @@ async fn bootstrap(
         Err(e) => return Err(client_error(ctx, e)),
     }
     if p.bool("wait") {
-        wait_for_etcd(ctx, target, &creds, &opts, timeout).await?;
+        wait_for_etcd(target, &creds, &opts, timeout).await?;
     }
     Ok(ModuleResult::changed()
         .with("node", target.node.clone())
@@ -211,7 +211,6 @@ async fn ask_members(target: &Target, creds: &Credentials, opts: &ConnectOptions
 /// Waits until the bootstrapped node lists itself as an etcd member and its etcd service is
 /// running and healthy.
 async fn wait_for_etcd(
-    ctx: &Context,
     target: &Target,
     creds: &Credentials,
     opts: &ConnectOptions,
@@ -243,7 +242,6 @@ async fn wait_for_etcd(
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    let _ = ctx;
     Err(ModuleError::new(format!(
         "bootstrapped etcd on {}, but it did not become healthy within {}s (last: {last}); check the etcd service logs",
         target.node,

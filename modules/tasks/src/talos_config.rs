@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use anyhow::{Context as _, Result, bail};
+use anyhow::Result;
 use ferro_ansible_protocol::{Context, Diff, ModuleError, ModuleResult, Opt, Params, Spec, Type};
 use ferro_talos_config::contract::Contract;
 use ferro_talos_config::generate::{GenerateOptions, MachineType};
@@ -13,7 +13,7 @@ use ferro_talos_secrets::{Bundle, TalosConfig};
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 
-use crate::files::{SECRET_MODE, read_optional, write_atomic};
+use crate::files::{SECRET_MODE, read_file_or_content, read_optional, write_atomic};
 use crate::sha256_hex;
 
 /// The options of `talos_config`, mirrored in `plugins/modules/talos_config.yml`.
@@ -239,7 +239,7 @@ fn render(
     bundle: Option<&Bundle>,
 ) -> Result<MachineConfig, ModuleError> {
     let mut cfg = if let Some(base) = p.str("base_config") {
-        let text = read_base_config(base).map_err(|e| option_error("base_config", e))?;
+        let text = read_file_or_content(base).map_err(|e| option_error("base_config", e))?;
         MachineConfig::parse(&text).map_err(|e| option_error("base_config", e))?
     } else {
         let bundle = bundle.ok_or_else(|| {
@@ -310,21 +310,6 @@ fn generate_options(p: &Params, contract: Contract) -> Result<GenerateOptions, M
         opts.registry_mirrors.push((host.clone(), url.to_string()));
     }
     Ok(opts)
-}
-
-/// A `base_config` value is a path when it is one line naming an existing file, else YAML.
-fn read_base_config(value: &str) -> Result<String> {
-    if !value.contains('\n') {
-        let path = Path::new(value);
-        if path.is_file() {
-            return std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read {}", path.display()));
-        }
-        if !value.contains(':') {
-            bail!("{value} is not an existing file and not YAML config content");
-        }
-    }
-    Ok(value.to_string())
 }
 
 /// Patches in order; empty ones are dropped (Talos would turn them into an empty JSON patch that
