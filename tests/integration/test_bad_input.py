@@ -45,10 +45,29 @@ INFO = [
     ("node unreachable without credentials", {"node": NOWHERE, "connect_timeout": 2}, "unreachable"),
 ]
 
+RESET = [
+    ("confirm missing", {"node": NOWHERE}, "confirm"),
+    ("confirm not the word", {"node": NOWHERE, "confirm": "yes"}, "confirm must be"),
+    ("bad wipe_mode", {"node": NOWHERE, "confirm": "reset", "wipe_mode": "everything"}, "wipe_mode"),
+    ("graceful not a bool", {"node": NOWHERE, "confirm": "reset", "graceful": "maybe"}, "graceful"),
+    ("timeout zero", {"node": NOWHERE, "confirm": "reset", "timeout": 0}, "timeout"),
+    ("node unreachable", {"node": NOWHERE, "confirm": "reset", "secrets_file": "{s}", "connect_timeout": 2}, "unreachable"),
+]
+
+SNAPSHOT = [
+    ("dest missing", {"node": NOWHERE, "secrets_file": "{s}"}, "dest"),
+    ("dest a directory", {"node": NOWHERE, "secrets_file": "{s}", "dest": "{dir}"}, "dest must be a file path"),
+    ("timeout too large", {"node": NOWHERE, "secrets_file": "{s}", "dest": "{snap}", "timeout": 10**9}, "timeout"),
+    ("no credentials", {"node": NOWHERE, "dest": "{snap}", "talosconfig": "/nonexistent/talosconfig"}, "no credentials"),
+    ("node unreachable", {"node": NOWHERE, "secrets_file": "{s}", "dest": "{snap}", "connect_timeout": 2}, "unreachable"),
+]
+
 CASES = (
     [("talos_apply", *c) for c in COMMON + APPLY]
     + [("talos_bootstrap", *c) for c in COMMON + BOOTSTRAP]
     + [("talos_info", *c) for c in COMMON + INFO]
+    + [("talos_reset", *c) for c in RESET]
+    + [("talos_etcd_snapshot", *c) for c in SNAPSHOT]
 )
 
 
@@ -60,7 +79,16 @@ def test_bad_input(ansible, fixtures, tmp_path, module, name, args, expected):
     talosconfig.write_text("context: a\ncontexts:\n    a:\n        endpoints: []\n")
     bad = tmp_path / "bad-talosconfig"
     bad.write_text("context: [unclosed\n")
-    values = {"{s}": str(fixtures / STABILITY), "{c}": str(config), "{t}": str(talosconfig), "{bad}": str(bad)}
+    out = tmp_path / "out"
+    out.mkdir()
+    values = {
+        "{s}": str(fixtures / STABILITY),
+        "{c}": str(config),
+        "{t}": str(talosconfig),
+        "{bad}": str(bad),
+        "{dir}": str(out),
+        "{snap}": str(out / "etcd.snapshot"),
+    }
 
     def fill(value):
         if isinstance(value, str):
@@ -83,3 +111,5 @@ def test_bad_input(ansible, fixtures, tmp_path, module, name, args, expected):
     msg = entry["result"]["msg"]
     assert expected in msg, msg
     assert "internal error" not in msg and "panicked" not in run.output
+    # Nothing half-written: no snapshot, no temporary file left beside it.
+    assert list(out.iterdir()) == []
