@@ -66,6 +66,26 @@ fn activate(st: &mut State, idx: usize, cfg: StoredConfig, persist: bool) {
     crate::state::refresh_unsigned_tls(st);
 }
 
+/// Rolls a try-mode config back after `after`, unless another apply or a boot came first
+/// (which bump `try_token`).
+pub fn schedule_try_rollback(shared: &Arc<Shared>, idx: usize, token: u64, after: Duration) {
+    let shared = shared.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(after).await;
+        let mut st = shared.lock();
+        let Some(n) = st.nodes.get(idx) else {
+            return;
+        };
+        if n.try_token == token
+            && n.up
+            && let Some(back) = n.persisted.clone()
+        {
+            st.nodes[idx].try_rollback_at = None;
+            activate(&mut st, idx, back, true);
+        }
+    });
+}
+
 pub fn apply(
     shared: &Arc<Shared>,
     t: &Target,
@@ -98,6 +118,7 @@ pub fn apply(
     };
     if mode != Mode::Try {
         st.nodes[idx].try_token += 1;
+        st.nodes[idx].try_rollback_at = None;
     }
     let new = StoredConfig::parse(&req.data).map_err(Status::invalid_argument)?;
     if let Some(reason) = reject {
@@ -183,19 +204,9 @@ pub fn apply(
                 go_duration(timeout)
             ));
             activate(&mut st, idx, new, false);
+            st.nodes[idx].try_rollback_at = Some(std::time::SystemTime::now() + timeout);
             let token = st.nodes[idx].try_token;
-            let shared = shared.clone();
-            tokio::spawn(async move {
-                tokio::time::sleep(timeout).await;
-                let mut st = shared.lock();
-                let n = &st.nodes[idx];
-                if n.try_token == token
-                    && n.up
-                    && let Some(back) = n.persisted.clone()
-                {
-                    activate(&mut st, idx, back, true);
-                }
-            });
+            schedule_try_rollback(shared, idx, token, timeout);
         }
         _ => {
             activate(&mut st, idx, new, true);

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
 use std::time::Duration;
 
 #[derive(Clone, Debug)]
@@ -20,6 +21,10 @@ pub struct SimConfig {
     pub reboot_downtime: Duration,
     /// Where to serve the line-based JSON control protocol (fault injection, inspection).
     pub control_address: Option<SocketAddr>,
+    /// Keep the state here (see `store.rs`). A directory that already holds a cluster brings it
+    /// back as it was: its node counts, addresses, port, versions and reboot downtime replace
+    /// the ones above.
+    pub state_dir: Option<PathBuf>,
 }
 
 impl Default for SimConfig {
@@ -33,6 +38,7 @@ impl Default for SimConfig {
             node_versions: BTreeMap::new(),
             reboot_downtime: Duration::from_millis(1500),
             control_address: None,
+            state_dir: None,
         }
     }
 }

@@ -4,9 +4,12 @@
 //! Requests (`node` is an index or a current address):
 //! `{"op":"status"}`, `{"op":"reboot","node":0}`, `{"op":"power_on","node":0}`,
 //! `{"op":"fault","node":0,"never_return":true,"next_address":"127.0.10.50","unreachable":false,
-//!   "etcd_down":false,"reject_config":"text"}` (only the given fields change; null clears),
+//!   "etcd_down":false,"reject_config":"text","slow_ms":2000}` (only the given fields change;
+//!   null clears), or one fault by name: `{"op":"fault","node":0,"kind":"slow","delay_ms":2000}`
+//!   (kinds: never_return, unreachable, etcd_down, slow),
 //! `{"op":"clear_faults","node":0}`, `{"op":"health_fail","text":"..."}` (null clears),
-//! `{"op":"set_version","node":0,"version":"v1.10.3"}`, `{"op":"downtime","ms":1500}`.
+//! `{"op":"set_version","node":0,"version":"v1.10.3"}`, `{"op":"downtime","ms":1500}`,
+//! `{"op":"stop"}` (the simulator exits after replying).
 //! Replies: `{"ok":true,...}` or `{"ok":false,"error":"..."}`.
 
 use std::net::Ipv4Addr;
@@ -121,6 +124,36 @@ fn opt_string(v: &Value) -> Result<Option<String>> {
     }
 }
 
+fn opt_u64(v: &Value) -> Result<Option<u64>> {
+    match v {
+        Value::Null => Ok(None),
+        v => v
+            .as_u64()
+            .map(Some)
+            .ok_or_else(|| anyhow!("expected a non-negative integer or null")),
+    }
+}
+
+/// `"kind": NAME` switches one fault on (`slow` takes `delay_ms`).
+fn set_fault_kind(faults: &mut Faults, kind: &Value, req: &Value) -> Result<()> {
+    match kind.as_str() {
+        Some("never_return") => faults.never_return = true,
+        Some("unreachable") => faults.unreachable = true,
+        Some("etcd_down") => faults.etcd_down = true,
+        Some("slow") => {
+            let ms = req
+                .get("delay_ms")
+                .and_then(Value::as_u64)
+                .ok_or_else(|| anyhow!("kind \"slow\" needs \"delay_ms\": milliseconds"))?;
+            faults.slow_ms = Some(ms);
+        }
+        _ => bail!(
+            "unknown fault kind {kind}; expected never_return, unreachable, etcd_down or slow (next_address and reject_config are set by field)"
+        ),
+    }
+    Ok(())
+}
+
 fn handle(shared: &Arc<Shared>, line: &str) -> Result<Value> {
     let req: Value = serde_json::from_str(line).context("request is not JSON")?;
     let op = req
@@ -130,9 +163,19 @@ fn handle(shared: &Arc<Shared>, line: &str) -> Result<Value> {
     match op {
         "status" => {
             let nodes = node_infos(shared);
-            let health_fail = shared.lock().health_fail.clone();
-            Ok(json!({"ok": true, "nodes": nodes, "health_fail": health_fail}))
+            let st = shared.lock();
+            Ok(json!({
+                "ok": true,
+                "nodes": nodes,
+                "health_fail": st.health_fail,
+                "bootstrapped": st.etcd.is_some(),
+                "etcd_members": st.etcd.as_ref().map_or(0, Vec::len),
+                "reboot_downtime_ms": st.reboot_downtime.as_millis() as u64,
+                "state_dir": shared.store.as_ref().map(|s| s.dir().display().to_string()),
+                "pid": std::process::id(),
+            }))
         }
+        "stop" => Ok(json!({"ok": true, "stopping": true})),
         "reboot" => {
             let actor = reboot(shared, node_index(shared, &req)?)?;
             Ok(json!({"ok": true, "actor_id": actor}))
@@ -149,9 +192,13 @@ fn handle(shared: &Arc<Shared>, line: &str) -> Result<Value> {
                 .get(idx)
                 .map(|n| n.faults.clone())
                 .ok_or_else(|| anyhow!("no node {idx}"))?;
+            if let Some(kind) = req.get("kind") {
+                set_fault_kind(&mut faults, kind, &req)?;
+            }
             for (key, v) in req.as_object().into_iter().flatten() {
                 match key.as_str() {
-                    "op" | "node" => {}
+                    "op" | "node" | "kind" | "delay_ms" => {}
+                    "slow_ms" => faults.slow_ms = opt_u64(v).context("slow_ms")?,
                     "never_return" => {
                         faults.never_return =
                             v.as_bool().context("never_return: expected a bool")?
@@ -234,7 +281,13 @@ pub async fn serve(shared: Arc<Shared>, listener: TcpListener) {
                     .unwrap_or_else(|e| json!({"ok": false, "error": format!("{e:#}")}));
                 let mut text = reply.to_string();
                 text.push('\n');
-                if w.write_all(text.as_bytes()).await.is_err() {
+                let sent = w.write_all(text.as_bytes()).await.is_ok();
+                // Stop only once the reply is out, so the caller knows it was understood.
+                if reply.get("stopping") == Some(&Value::Bool(true)) {
+                    let _ = w.flush().await;
+                    shared.stop.notify_one();
+                }
+                if !sent {
                     return;
                 }
             }

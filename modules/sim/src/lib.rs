@@ -38,6 +38,7 @@ mod routing;
 mod server;
 mod services;
 mod state;
+pub mod store;
 mod tls;
 pub mod version;
 
@@ -90,29 +91,59 @@ pub struct Cluster {
 
 impl Cluster {
     /// Starts every node in maintenance mode and returns once all of them accept connections.
+    /// With `cfg.state_dir` holding a stored cluster, the stored cluster comes back instead.
     pub async fn start(cfg: SimConfig) -> Result<Cluster> {
         cfg.validate()?;
-        // Bind up front: port conflicts fail here, and port 0 gets a real port per node.
+        let (cfg, store, restored) = match cfg.state_dir.clone() {
+            None => (cfg, None, None),
+            Some(dir) => {
+                // Lock before reading, so no other simulator writes the directory meanwhile.
+                let store = store::Store::open(&dir)?;
+                let restored = store::load(&dir)?;
+                let cfg = match &restored {
+                    Some(r) => store::layout_config(&r.cluster, &cfg),
+                    None => cfg,
+                };
+                cfg.validate()
+                    .with_context(|| format!("the cluster stored in {}", dir.display()))?;
+                (cfg.clone(), Some(store.with_layout(&cfg)), restored)
+            }
+        };
+        // Bind up front: port conflicts fail here, and port 0 gets a real port per node. A stored
+        // node that will not listen (down, unreachable) is not bound: it must refuse connections.
         let mut listeners = Vec::new();
         for i in 0..cfg.node_count() {
-            let addr = cfg.address_of(i).context("node address")?;
-            let l = std::net::TcpListener::bind((addr, cfg.port))
-                .with_context(|| format!("cannot listen on {addr}:{}", cfg.port))?;
+            let (addr, port, listens) = match &restored {
+                Some(r) => {
+                    let n = &r.cluster.nodes[i];
+                    let up = (n.up && !n.reboot_pending) || !n.faults.never_return;
+                    (n.address, n.port, up && !n.faults.unreachable)
+                }
+                None => (cfg.address_of(i).context("node address")?, cfg.port, true),
+            };
+            if !listens {
+                listeners.push(None);
+                continue;
+            }
+            let l = std::net::TcpListener::bind((addr, port))
+                .with_context(|| format!("cannot listen on {addr}:{port}"))?;
             l.set_nonblocking(true)?;
-            listeners.push(l);
+            listeners.push(Some(l));
         }
         let control_cfg = cfg.control_address;
-        let shared = Shared::new(cfg)?;
+        let shared = Shared::new(cfg, store, restored)?;
         {
             let mut st = shared.lock();
             for (n, l) in st.nodes.iter_mut().zip(&listeners) {
-                n.port = l.local_addr()?.port();
+                if let Some(l) = l {
+                    n.port = l.local_addr()?.port();
+                }
             }
         }
         let mut tasks = Vec::new();
         for (i, l) in listeners.into_iter().enumerate() {
-            let l = tokio::net::TcpListener::from_std(l)?;
-            tasks.push(tokio::spawn(server::run_node(shared.clone(), i, Some(l))));
+            let l = l.map(tokio::net::TcpListener::from_std).transpose()?;
+            tasks.push(tokio::spawn(server::run_node(shared.clone(), i, l)));
         }
         let control = match control_cfg {
             Some(a) => {
@@ -131,11 +162,20 @@ impl Cluster {
             control,
         };
         for i in 0..cluster.shared.run.len() {
-            if !cluster.wait_listening(i, Duration::from_secs(10)).await {
+            let listens = cluster.shared.lock().nodes[i].listening();
+            if listens && !cluster.wait_listening(i, Duration::from_secs(10)).await {
                 bail!("node {i} did not start listening");
             }
         }
+        if let Some(store) = &cluster.shared.store {
+            store.write_run_info(control)?;
+        }
         Ok(cluster)
+    }
+
+    /// The state directory, if the cluster keeps its state in one.
+    pub fn state_dir(&self) -> Option<&std::path::Path> {
+        self.shared.store.as_ref().map(|s| s.dir())
     }
 
     /// Where the control protocol listens, if configured.
@@ -216,13 +256,22 @@ impl Cluster {
         }
     }
 
-    /// Stops every listener and background task.
+    /// Stops every listener and background task. The state directory (if any) already holds
+    /// the last state; only its run file goes.
     pub async fn shutdown(self) {
         self.shared.shutdown.send_replace(true);
         for t in self.tasks {
             t.abort();
             let _ = t.await;
         }
+        if let Some(store) = &self.shared.store {
+            store.remove_run_info();
+        }
+    }
+
+    /// Resolves once the control protocol's `stop` op asks the simulator to stop.
+    pub async fn stop_requested(&self) {
+        self.shared.stop.notified().await
     }
 }
 
@@ -235,7 +284,10 @@ pub async fn run(
 ) -> Result<()> {
     let cluster = Cluster::start(cfg).await?;
     on_ready(&cluster);
-    shutdown.await;
+    tokio::select! {
+        _ = shutdown => {},
+        _ = cluster.stop_requested() => {},
+    }
     cluster.shutdown().await;
     Ok(())
 }

@@ -13,6 +13,8 @@ use serde_json::Value;
 pub struct StoredConfig {
     pub raw: Vec<u8>,
     pub cfg: MachineConfig,
+    /// SHA-256 of `raw` (hex): the config's file name in a state directory.
+    pub digest: String,
 }
 
 // Secrets live inside; never print them.
@@ -65,9 +67,11 @@ impl StoredConfig {
                 return Err("missing kind".into());
             }
         }
+        use sha2::Digest;
         Ok(StoredConfig {
             raw: raw.to_vec(),
             cfg,
+            digest: hex::encode(sha2::Sha256::digest(raw)),
         })
     }
 

@@ -5,10 +5,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::future::Future;
+use std::pin::Pin;
+
+use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
+use tonic::codegen::Service as _;
+use tonic::service::Routes;
 
 use crate::routing::Ctx;
 use crate::services;
@@ -116,8 +121,11 @@ async fn serve_conn(shared: Arc<Shared>, idx: usize, tcp: TcpStream) {
         roles: Arc::new(roles),
         maintenance: node_tls.maintenance,
     };
-    let routes = services::routes(ctx, MAX_MESSAGE);
-    let svc = TowerToHyperService::new(routes);
+    let svc = Slow {
+        routes: services::routes(ctx.clone(), MAX_MESSAGE),
+        shared: ctx.shared,
+        endpoint: idx,
+    };
     let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
         .serve_connection(TokioIo::new(tls), svc)
         .await;
@@ -138,4 +146,55 @@ async fn linger_close(mut tcp: TcpStream) {
         }
     })
     .await;
+}
+
+/// The gRPC routes behind the `slow` fault: every answer waits the largest delay of the nodes
+/// involved (the endpoint and any `node`/`nodes` routing target) before the call runs.
+struct Slow {
+    routes: Routes,
+    shared: Arc<Shared>,
+    endpoint: usize,
+}
+
+impl Slow {
+    fn delay(&self, headers: &http::HeaderMap) -> Duration {
+        let targets: Vec<usize> = ["node", "nodes"]
+            .iter()
+            .flat_map(|k| headers.get_all(*k))
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .filter_map(|name| self.shared.resolve(name.trim()))
+            .chain([self.endpoint])
+            .collect();
+        let st = self.shared.lock();
+        let ms = targets
+            .iter()
+            .filter_map(|i| st.nodes.get(*i)?.faults.slow_ms)
+            .max()
+            .unwrap_or(0);
+        Duration::from_millis(ms)
+    }
+}
+
+type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+impl hyper::service::Service<http::Request<Incoming>> for Slow {
+    type Response = http::Response<tonic::body::Body>;
+    type Error = std::convert::Infallible;
+    type Future = BoxFuture<Result<Self::Response, Self::Error>>;
+
+    fn call(&self, req: http::Request<Incoming>) -> Self::Future {
+        let delay = self.delay(req.headers());
+        let mut routes = self.routes.clone();
+        Box::pin(async move {
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+            std::future::poll_fn(|cx| {
+                tonic::codegen::Service::<http::Request<Incoming>>::poll_ready(&mut routes, cx)
+            })
+            .await?;
+            routes.call(req).await
+        })
+    }
 }

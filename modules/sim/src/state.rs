@@ -5,15 +5,17 @@
 
 use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
+use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
 use ferro_talos_proto::machine as pb;
 use prost::Message;
-use tokio::sync::{broadcast, watch};
+use tokio::sync::{Notify, broadcast, watch};
 
 use crate::config::SimConfig;
 use crate::mcfg::{MachineType, StoredConfig};
+use crate::store::{Restored, Store};
 use crate::tls;
 
 /// What a node's listener needs to know.
@@ -25,7 +27,8 @@ pub struct RunState {
 }
 
 /// Faults injected from tests or the control endpoint.
-#[derive(Clone, Debug, Default, serde::Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct Faults {
     /// The next reboot never finishes: the node stays down.
     pub never_return: bool,
@@ -37,6 +40,38 @@ pub struct Faults {
     pub etcd_down: bool,
     /// ApplyConfiguration on this node fails validation with this text.
     pub reject_config: Option<String>,
+    /// Every RPC answer of this node (as endpoint or as routing target) is delayed this long.
+    pub slow_ms: Option<u64>,
+}
+
+impl Faults {
+    /// The faults that are set, in words (`-` for none), for status output.
+    pub fn describe(&self) -> String {
+        let mut out = Vec::new();
+        if self.never_return {
+            out.push("never_return".to_string());
+        }
+        if let Some(a) = self.next_address {
+            out.push(format!("next_address={a}"));
+        }
+        if self.unreachable {
+            out.push("unreachable".into());
+        }
+        if self.etcd_down {
+            out.push("etcd_down".into());
+        }
+        if self.reject_config.is_some() {
+            out.push("reject_config".into());
+        }
+        if let Some(ms) = self.slow_ms {
+            out.push(format!("slow={ms}ms"));
+        }
+        if out.is_empty() {
+            "-".into()
+        } else {
+            out.join(",")
+        }
+    }
 }
 
 /// One buffered event (api.md §18).
@@ -117,6 +152,8 @@ pub struct Node {
     pub tls: Option<Arc<tls::NodeTls>>,
     pub config_version: u64,
     pub config_updated: SystemTime,
+    /// A try-mode config runs and is rolled back at this time (kept across a restart).
+    pub try_rollback_at: Option<SystemTime>,
 }
 
 impl Node {
@@ -163,6 +200,38 @@ pub struct Shared {
     pub run: Vec<watch::Sender<RunState>>,
     pub events: Vec<broadcast::Sender<EventRec>>,
     pub shutdown: watch::Sender<bool>,
+    /// Set when the state lives in a state directory: every change is written there.
+    pub store: Option<Store>,
+    /// The control protocol asked the simulator to stop.
+    pub stop: Notify,
+}
+
+/// The locked state. Dropping it saves the state to the state directory (if any) when it
+/// changed, so no mutation anywhere can forget to persist itself.
+pub struct StateGuard<'a> {
+    guard: MutexGuard<'a, State>,
+    store: Option<&'a Store>,
+}
+
+impl Deref for StateGuard<'_> {
+    type Target = State;
+    fn deref(&self) -> &State {
+        &self.guard
+    }
+}
+
+impl DerefMut for StateGuard<'_> {
+    fn deref_mut(&mut self) -> &mut State {
+        &mut self.guard
+    }
+}
+
+impl Drop for StateGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(store) = self.store {
+            store.save(&self.guard);
+        }
+    }
 }
 
 pub fn new_uuid() -> String {
@@ -273,7 +342,13 @@ fn default_hostname(index: usize) -> String {
 }
 
 impl Shared {
-    pub fn new(cfg: SimConfig) -> anyhow::Result<Arc<Shared>> {
+    /// A fresh cluster (every node boots into maintenance mode) or, with `restored`, the stored
+    /// one as it was. With a `store`, every later change is written to its directory.
+    pub fn new(
+        cfg: SimConfig,
+        store: Option<Store>,
+        restored: Option<Restored>,
+    ) -> anyhow::Result<Arc<Shared>> {
         cfg.validate()?;
         let mut nodes = Vec::new();
         let mut run = Vec::new();
@@ -312,33 +387,107 @@ impl Shared {
                 tls: None,
                 config_version: 0,
                 config_updated: SystemTime::now(),
+                try_rollback_at: None,
             };
-            run.push(watch::channel(node.run_state()).0);
-            events.push(broadcast::channel(256).0);
             nodes.push(node);
         }
-        let state = State {
+        let mut state = State {
             nodes,
             etcd: None,
             health_fail: None,
             reboot_downtime: cfg.reboot_downtime,
             event_counter: 0,
         };
+        if let Some(r) = &restored {
+            restore_into(&mut state, r)?;
+        }
+        for n in &state.nodes {
+            run.push(watch::channel(n.run_state()).0);
+            events.push(broadcast::channel(256).0);
+        }
         let shared = Arc::new(Shared {
             state: Mutex::new(state),
             run,
             events,
             shutdown: watch::channel(false).0,
+            store,
+            stop: Notify::new(),
         });
-        for i in 0..shared.run.len() {
-            shared.boot(i)?;
+        match restored {
+            None => {
+                for i in 0..shared.run.len() {
+                    shared.boot(i)?;
+                }
+            }
+            Some(r) => {
+                for (i, n) in r.cluster.nodes.iter().enumerate() {
+                    if n.up && !n.reboot_pending {
+                        shared.resume(i)?;
+                        shared.resume_try_rollback(i);
+                    } else if n.faults.never_return {
+                        // A reboot that never comes back stays down until power_on.
+                        shared.lock().nodes[i].stage = Stage::Rebooting;
+                    } else {
+                        // A reboot in flight when the simulator stopped finishes now.
+                        shared.boot(i)?;
+                    }
+                }
+            }
         }
         Ok(shared)
     }
 
-    pub fn lock(&self) -> MutexGuard<'_, State> {
+    /// A try-mode config that was running when the simulator stopped is still rolled back on
+    /// time (at once if that time has passed).
+    fn resume_try_rollback(self: &Arc<Self>, idx: usize) {
+        let (at, token) = {
+            let st = self.lock();
+            let Some(n) = st.nodes.get(idx) else { return };
+            let trying =
+                n.active.as_ref().map(|c| &c.digest) != n.persisted.as_ref().map(|c| &c.digest);
+            match n.try_rollback_at {
+                Some(at) if trying => (at, n.try_token),
+                _ => return,
+            }
+        };
+        let left = at.duration_since(SystemTime::now()).unwrap_or_default();
+        crate::apply::schedule_try_rollback(self, idx, token, left);
+    }
+
+    /// A stored node that was up comes back without a reboot: same boot id, same running and
+    /// next-boot configs, same versions; only the TLS personality is rebuilt (from the stored
+    /// config's CA, so existing client credentials keep working).
+    fn resume(&self, idx: usize) -> anyhow::Result<()> {
+        let mut st = self.lock();
+        let ca_key = st
+            .nodes
+            .get(idx)
+            .and_then(|n| n.active.as_ref())
+            .and_then(|c| trustd_key(&st, c));
+        let Some(n) = st.nodes.get_mut(idx) else {
+            anyhow::bail!("no node {idx}");
+        };
+        n.tls = Some(Arc::new(tls::NodeTls::build(n, ca_key)?));
+        n.up = true;
+        n.generation += 1;
+        n.stage = if n.active.is_some() {
+            Stage::Running
+        } else {
+            Stage::Maintenance
+        };
+        let stage = n.stage;
+        self.publish(&mut st, idx, "", machine_status_event(stage, true));
+        refresh_unsigned_tls(&mut st);
+        self.notify(&st, idx);
+        Ok(())
+    }
+
+    pub fn lock(&self) -> StateGuard<'_> {
         // A panicking handler must not take the whole simulator down with a poisoned lock.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        StateGuard {
+            guard: self.state.lock().unwrap_or_else(|p| p.into_inner()),
+            store: self.store.as_ref(),
+        }
     }
 
     /// Tell the node's listener about a change of address/up state/boot.
@@ -391,6 +540,7 @@ impl Shared {
         n.reboot_pending = false;
         n.upgrade_running = false;
         n.try_token += 1;
+        n.try_rollback_at = None;
         if let Some(h) = n.active.as_ref().and_then(StoredConfig::hostname) {
             n.hostname = h;
         }
@@ -559,4 +709,56 @@ pub fn services_for(control_plane: bool) -> Vec<&'static str> {
     } else {
         vec!["apid", "containerd", "cri", "kubelet", "machined"]
     }
+}
+
+/// Puts the stored cluster's facts into freshly laid-out nodes (same count, checked by the
+/// caller's layout) before anything listens.
+fn restore_into(st: &mut State, r: &Restored) -> anyhow::Result<()> {
+    let c = &r.cluster;
+    if c.nodes.len() != st.nodes.len() || r.configs.len() != st.nodes.len() {
+        anyhow::bail!(
+            "the state has {} nodes, the layout {}",
+            c.nodes.len(),
+            st.nodes.len()
+        );
+    }
+    if let Some(m) = c
+        .etcd_members
+        .iter()
+        .flatten()
+        .find(|m| m.node >= st.nodes.len())
+    {
+        anyhow::bail!(
+            "the state lists an etcd member on node {}, which does not exist",
+            m.node
+        );
+    }
+    for ((n, s), (running, next)) in st.nodes.iter_mut().zip(&c.nodes).zip(&r.configs) {
+        for v in std::iter::once(&s.version).chain(&s.pending_version) {
+            crate::version::parse(v).map_err(|e| anyhow::anyhow!("node {}: {e:#}", s.index))?;
+        }
+        n.hostname = s.hostname.clone();
+        n.address = s.address;
+        n.port = s.port;
+        n.version = s.version.clone();
+        n.pending_version = s.pending_version.clone();
+        n.schematic = s.schematic.clone();
+        n.images = s.images.iter().cloned().collect();
+        n.boot_id = s.boot_id.clone();
+        n.active = running.clone();
+        n.persisted = next.clone();
+        n.etcd_data = s.etcd_data;
+        n.reboot_pending = s.reboot_pending;
+        n.config_version = s.config_version;
+        n.config_updated = crate::store::from_unix_ms(s.config_updated_unix_ms);
+        n.try_rollback_at = s.try_rollback_unix_ms.map(crate::store::from_unix_ms);
+        n.faults = s.faults.clone();
+    }
+    st.etcd = c
+        .etcd_members
+        .as_ref()
+        .map(|m| m.iter().map(EtcdMember::from_stored).collect());
+    st.health_fail = c.health_fail.clone();
+    st.reboot_downtime = Duration::from_millis(c.reboot_downtime_ms);
+    Ok(())
 }
