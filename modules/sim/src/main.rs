@@ -407,10 +407,16 @@ fn up(a: UpArgs) -> Result<()> {
 /// `up --detach`: run the same `up` in a new process group with its output in
 /// DIR/talos-sim.log, and return once it printed READY (or failed).
 fn detach(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
     use std::os::unix::process::CommandExt;
     store::create_dir(dir)?;
     let log_path = dir.join("talos-sim.log");
-    let log = std::fs::File::create(&log_path)
+    let log = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&log_path)
         .with_context(|| format!("cannot create {}", log_path.display()))?;
     let args: Vec<_> = std::env::args_os()
         .skip(1)
