@@ -265,7 +265,7 @@ impl Cluster {
             let _ = t.await;
         }
         if let Some(store) = &self.shared.store {
-            store.remove_run_info();
+            store.close();
         }
     }
 

@@ -292,6 +292,8 @@ struct Written {
     configs: BTreeSet<String>,
     /// The last write error, reported once rather than on every change.
     error: Option<String>,
+    /// Held until [`Store::close`]: the flock that tells others this directory is served.
+    lock: Option<File>,
 }
 
 /// An open state directory, locked for this simulator.
@@ -299,8 +301,6 @@ pub struct Store {
     dir: PathBuf,
     layout: SimConfig,
     written: Mutex<Written>,
-    /// Held for the store's lifetime: the flock that tells others this directory is served.
-    _lock: File,
 }
 
 impl Store {
@@ -350,8 +350,8 @@ impl Store {
                 state: existing,
                 configs,
                 error: None,
+                lock: Some(lock),
             }),
-            _lock: lock,
         })
     }
 
@@ -391,11 +391,13 @@ impl Store {
     /// Writes the state if it changed since the last write. Called with the state lock held, so
     /// writes happen in the order of the changes.
     pub fn save(&self, st: &State) {
-        let snap = self.snapshot(st);
-        let Ok(bytes) = serde_json::to_vec_pretty(&snap) else {
+        let mut w = self.written.lock().unwrap_or_else(|p| p.into_inner());
+        if w.lock.is_none() {
+            return;
+        }
+        let Ok(bytes) = serde_json::to_vec_pretty(&self.snapshot(st)) else {
             return;
         };
-        let mut w = self.written.lock().unwrap_or_else(|p| p.into_inner());
         if w.state == bytes {
             return;
         }
@@ -451,8 +453,13 @@ impl Store {
         write_atomic(&self.dir.join(RUN_FILE), &bytes)
     }
 
-    pub fn remove_run_info(&self) {
+    /// Stops writing and releases the directory (run file, then lock). Tasks of the stopped
+    /// cluster that still hold its state can no longer touch the directory, which a new
+    /// simulator may take over at once.
+    pub fn close(&self) {
+        let mut w = self.written.lock().unwrap_or_else(|p| p.into_inner());
         let _ = std::fs::remove_file(self.dir.join(RUN_FILE));
+        w.lock = None;
     }
 }
 
@@ -494,5 +501,71 @@ impl EtcdMember {
             node: m.node,
             id: m.id,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_names_cannot_leave_the_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in [
+            "../state.json",
+            "configs/../../etc/passwd",
+            "configs/abc.yaml",
+            "/etc/passwd",
+        ] {
+            let e = read_config(dir.path(), name).unwrap_err().to_string();
+            assert!(e.contains("expected configs/<sha256>.yaml"), "{name}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_config_must_match_its_digest() {
+        let dir = tempfile::tempdir().unwrap();
+        create_dir(dir.path()).unwrap();
+        let name = format!("configs/{}.yaml", "a".repeat(64));
+        std::fs::write(
+            dir.path().join(&name),
+            "version: v1alpha1\nmachine:\n  type: worker\n",
+        )
+        .unwrap();
+        let e = format!("{:#}", read_config(dir.path(), &name).unwrap_err());
+        assert!(e.contains("does not match its name"), "{e}");
+    }
+
+    #[test]
+    fn state_files_are_checked_for_consistency() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(read_cluster(dir.path()).unwrap().is_none());
+        let write = |text: &str| std::fs::write(dir.path().join(STATE_FILE), text).unwrap();
+        write("not json");
+        let e = format!("{:#}", read_cluster(dir.path()).unwrap_err());
+        assert!(e.contains("is not a valid talos-sim state file"), "{e}");
+        write(
+            r#"{"format":1,"control_planes":2,"workers":0,"base_address":"127.0.10.1","port":1,
+            "talos_version":"v1.13.6","reboot_downtime_ms":1,"etcd_members":null,
+            "health_fail":null,"nodes":[]}"#,
+        );
+        let e = format!("{:#}", read_cluster(dir.path()).unwrap_err());
+        assert!(e.contains("0 nodes for 2 control planes"), "{e}");
+        write(r#"{"format":9}"#);
+        assert!(read_cluster(dir.path()).is_err());
+    }
+
+    #[test]
+    fn atomic_writes_leave_no_temp_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.json");
+        write_atomic(&path, b"one").unwrap();
+        write_atomic(&path, b"two").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"two");
+        let entries: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(entries.len(), 1);
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
     }
 }

@@ -62,7 +62,7 @@ impl Up {
 }
 
 fn up(dir: &Path, args: &[&str]) -> Up {
-    let mut child = Command::new(BIN)
+    let child = Command::new(BIN)
         .arg("up")
         .arg("--state-dir")
         .arg(dir)
@@ -70,19 +70,25 @@ fn up(dir: &Path, args: &[&str]) -> Up {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut text = String::new();
+    // Owned by `Up` at once, so a failed assertion below still kills and reaps it.
+    let mut u = Up {
+        child,
+        ready: Value::Null,
+        text: String::new(),
+    };
+    let mut out = BufReader::new(u.child.stdout.take().unwrap());
     loop {
         let mut line = String::new();
         assert!(
             out.read_line(&mut line).unwrap() > 0,
-            "talos-sim up ended before READY; output so far:\n{text}"
+            "talos-sim up ended before READY; output so far:\n{}",
+            u.text
         );
         if let Some(json) = line.strip_prefix("READY ") {
-            let ready = serde_json::from_str(json).unwrap();
-            return Up { child, ready, text };
+            u.ready = serde_json::from_str(json).unwrap();
+            return u;
         }
-        text.push_str(&line);
+        u.text.push_str(&line);
     }
 }
 
