@@ -4,8 +4,10 @@
 //! address (127.0.0.0/8) speaking the Talos gRPC API — maintenance mode with a self-signed
 //! certificate, mutual TLS from the applied config's OS CA, `node`/`nodes` routing, apply modes
 //! with simulated reboots, bootstrap and etcd members, upgrades, health checks, kubeconfig — plus
-//! fault injection for tests. It owns simulated state only: it never touches real machines, and
-//! it is not a reference for wire facts (those come from `shared/talos/api.md`).
+//! fault injection for tests. With a state directory (`SimConfig::state_dir`, `store.rs`) every
+//! change is written there atomically and a restarted simulator brings the cluster back as it
+//! was. It owns simulated state only: it never touches real machines or files outside its state
+//! directory, and it is not a reference for wire facts (those come from `shared/talos/api.md`).
 //!
 //! Library use (tests):
 //!
@@ -26,8 +28,9 @@
 //! --control-address 127.0.0.1:50999 --pid-file sim.pid` prints `READY {"nodes":[...],
 //! "control":"127.0.0.1:50999"}` once listening and exits cleanly on SIGTERM/SIGINT. The control
 //! protocol (JSON lines over TCP) is described in `control.rs`: `status`, `reboot`, `power_on`,
-//! `fault` (never_return, next_address, unreachable, etcd_down, reject_config), `clear_faults`,
-//! `health_fail`, `set_version`, `downtime`.
+//! `fault` (never_return, next_address, unreachable, etcd_down, reject_config, slow),
+//! `clear_faults`, `health_fail`, `set_version`, `downtime`, `stop`. The subcommands `up`, `stop`,
+//! `status` and `fault` run and inspect a cluster kept in a state directory (docs/talos-sim.md).
 
 mod apply;
 pub mod config;

@@ -517,3 +517,87 @@ async fn slow_answers_run_into_the_client_deadline() {
     assert!(stderr(&o).contains("delay_ms"), "{}", stderr(&o));
     stop(u, dir);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changes_are_on_disk_before_the_simulator_dies() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let base = base_address();
+    let mut first = up(
+        dir,
+        &[
+            "--base-address",
+            &base,
+            "--port",
+            "0",
+            "--reboot-downtime-ms",
+            "200",
+        ],
+    );
+    let ep = first.endpoint(0);
+    let bundle = ferro_talos_secrets::Bundle::from_yaml(SECRETS).unwrap();
+    let creds =
+        Credentials::from_bundle(&bundle, &["os:admin"], Duration::from_secs(3600)).unwrap();
+    let config = controlplane_config();
+    let m = TalosClient::connect_maintenance(&ep, opts()).await.unwrap();
+    m.apply_configuration(config.as_bytes(), ApplyMode::Auto, false, None)
+        .await
+        .unwrap();
+    wait_back(&ep, &creds, None).await;
+
+    // SIGKILL: no shutdown path runs, so whatever is on disk was written when it changed.
+    first.child.kill().unwrap();
+    first.child.wait().unwrap();
+    drop(first);
+    assert!(
+        dir.join("run.json").exists(),
+        "a killed simulator leaves run.json"
+    );
+    let o = sim(&["stop"], dir);
+    assert!(
+        !o.status.success(),
+        "a stale run.json is not a running simulator"
+    );
+    assert_eq!(status_json(dir)["nodes"][0]["mode"], "configured");
+
+    let second = up(dir, &[]);
+    assert_eq!(second.endpoint(0), ep);
+    let c = TalosClient::connect(&ep, &creds, opts()).await.unwrap();
+    assert_eq!(c.get_machine_config().await.unwrap(), config.as_bytes());
+    drop(c);
+    stop(second, dir);
+}
+
+#[test]
+fn detached_up_returns_once_ready() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let base = base_address();
+    let o = Command::new(BIN)
+        .args(["up", "--detach", "--base-address", &base, "--port", "0"])
+        .arg("--state-dir")
+        .arg(dir)
+        .output()
+        .unwrap();
+    // Stop it whatever the assertions below say.
+    struct StopOnDrop<'a>(&'a Path);
+    impl Drop for StopOnDrop<'_> {
+        fn drop(&mut self) {
+            let _ = sim(&["stop"], self.0);
+        }
+    }
+    let _guard = StopOnDrop(dir);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(out.contains("READY "), "{out}");
+    assert!(out.contains("running in the background"), "{out}");
+    let s = status_json(dir);
+    assert_eq!(s["running"], true);
+    assert_eq!(
+        s["nodes"][0]["address"].as_str().unwrap().split(':').next(),
+        Some(base.as_str())
+    );
+    let o = sim(&["stop"], dir);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(status_json(dir)["running"], false);
+}
