@@ -207,10 +207,12 @@ pub struct Shared {
 }
 
 /// The locked state. Dropping it saves the state to the state directory (if any) when it
-/// changed, so no mutation anywhere can forget to persist itself.
+/// changed, so no mutation anywhere can forget to persist itself. Only a guard that was used
+/// mutably is compared with what is on disk; plain reads cost nothing.
 pub struct StateGuard<'a> {
     guard: MutexGuard<'a, State>,
     store: Option<&'a Store>,
+    mutated: bool,
 }
 
 impl Deref for StateGuard<'_> {
@@ -222,13 +224,14 @@ impl Deref for StateGuard<'_> {
 
 impl DerefMut for StateGuard<'_> {
     fn deref_mut(&mut self) -> &mut State {
+        self.mutated = true;
         &mut self.guard
     }
 }
 
 impl Drop for StateGuard<'_> {
     fn drop(&mut self) {
-        if let Some(store) = self.store {
+        if let (Some(store), true) = (self.store, self.mutated) {
             store.save(&self.guard);
         }
     }
@@ -487,6 +490,7 @@ impl Shared {
         StateGuard {
             guard: self.state.lock().unwrap_or_else(|p| p.into_inner()),
             store: self.store.as_ref(),
+            mutated: false,
         }
     }
 
