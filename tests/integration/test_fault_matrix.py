@@ -68,6 +68,7 @@ class Cluster:
         shutil.copy(FIXTURES / "v1.13.6" / "stability-secrets.yaml", self.foreign_secrets)
         os.chmod(self.foreign_secrets, 0o600)
         self.expired_talosconfig = workdir / "expired" / "talosconfig"
+        self.foreign_talosconfig = workdir / "other-cluster" / "talosconfig"
 
     def inventory(self, **extra):
         cps = [n for n in self.sim.nodes if n["role"] == "controlplane"]
@@ -123,8 +124,7 @@ class Cluster:
     def files(self):
         """Digest and mode of every credentials file a case must leave alone."""
         paths = [self.secrets, self.talosconfig, self.foreign_secrets]
-        if self.expired_talosconfig.exists():
-            paths.append(self.expired_talosconfig)
+        paths += [p for p in (self.expired_talosconfig, self.foreign_talosconfig) if p.exists()]
         return {str(p): (hashlib.sha256(p.read_bytes()).hexdigest(), os.stat(p).st_mode & 0o777) for p in paths}
 
     def heal(self):
@@ -158,15 +158,17 @@ def cluster(tmp_path_factory):
         first = c.site()
         assert first.rc == 0, "the cluster did not converge:\n" + first.output
         assert all(not n["maintenance"] for n in sim.status())
-        write_expired_talosconfig(c.talosconfig, c.secrets, c.expired_talosconfig)
+        write_talosconfig(c.talosconfig, c.secrets, c.expired_talosconfig, expired=True)
+        write_talosconfig(c.talosconfig, c.foreign_secrets, c.foreign_talosconfig)
         yield c
     finally:
         sim.stop()
 
 
-def write_expired_talosconfig(good, secrets, dest):
-    """The cluster's talosconfig with an admin certificate signed by the cluster's own OS CA that
-    expired 35 days ago: right CA, right role, wrong time."""
+def write_talosconfig(good, secrets, dest, expired=False):
+    """The cluster's talosconfig with a new admin certificate signed by the OS CA of `secrets`. With the
+    cluster's own bundle and expired=True: right CA, right role, but it expired 35 days ago. With another
+    cluster's bundle: a talosconfig from that cluster (its CA and its certificate)."""
     from cryptography import x509
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import ed25519
@@ -179,14 +181,16 @@ def write_expired_talosconfig(good, secrets, dest):
     ca_crt = x509.load_pem_x509_certificate(base64.b64decode(os_ca["crt"]))
     key = ed25519.Ed25519PrivateKey.generate()
     now = datetime.datetime.now(datetime.timezone.utc)
+    valid = (now - datetime.timedelta(days=400), now - datetime.timedelta(days=35)) if expired else (
+        now - datetime.timedelta(hours=1), now + datetime.timedelta(days=365))
     cert = (
         x509.CertificateBuilder()
         .subject_name(x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "os:admin")]))
         .issuer_name(ca_crt.subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(days=400))
-        .not_valid_after(now - datetime.timedelta(days=35))
+        .not_valid_before(valid[0])
+        .not_valid_after(valid[1])
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
         .add_extension(
             x509.KeyUsage(True, False, False, False, False, False, False, False, False), critical=True
@@ -195,6 +199,7 @@ def write_expired_talosconfig(good, secrets, dest):
     )
     cfg = yaml.safe_load(good.read_text())
     context = cfg["contexts"][cfg["context"]]
+    context["ca"] = os_ca["crt"]
     context["crt"] = base64.b64encode(cert.public_bytes(serialization.Encoding.PEM)).decode()
     context["key"] = base64.b64encode(
         key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
@@ -290,6 +295,8 @@ CASES = [
      lambda c: upgrade(c), set(), ["unreachable"]),
     ("upgrade-wrong-ca", "upgrade", no_fault, CP1,
      lambda c: upgrade(c, talos_upgrade_secrets_file=str(c.foreign_secrets)), set(), ["not signed by the CA"]),
+    ("upgrade-talosconfig-from-another-cluster", "upgrade", no_fault, CP1,
+     lambda c: upgrade_with_talosconfig(c, c.foreign_talosconfig), set(), ["not signed by the CA", "talosconfig"]),
     ("upgrade-expired-client-certificate", "upgrade", no_fault, CP1,
      lambda c: upgrade_with_talosconfig(c, c.expired_talosconfig), set(), ["client certificate", "expired"]),
 ]
@@ -360,4 +367,4 @@ def test_fault(cluster, case, phase, inject, node, play, touched, words):
     assert all(p.startswith(str(c.ansible.tmpdir)) for p in render_dirs), render_dirs
     assert leftovers(c.ansible.tmpdir) == []
     assert leftovers(c.workdir / "ansible-home" / "tmp") == []
-    print(f"{case}: {named[0]}")
+    print(f"\nMATRIX {case}: {named[0]}")

@@ -220,7 +220,10 @@ def test_no_secret_outside_its_destinations(sim_factory, tmp_path):
         if hits:
             found[str(path)] = hits
     assert ansible.log in scanned and (tmp_path / "results1.jsonl") in scanned
-    assert found == {}, {where: [h[:24] + "..." for h in hits] for where, hits in found.items()}
+    assert found == {}, {where: [h[:12] + "..." for h in hits] for where, hits in found.items()}
+    size = sum(p.stat().st_size for p in scanned if p.exists())
+    print(f"\nSCAN {len(forms)} forms; {len(ansible.runs)} runs, {len(output)} bytes of output; "
+          f"{len(scanned)} files, {size} bytes; log {ansible.log.stat().st_size} bytes")
 
     # Nothing was left behind in the temporary directories, decrypted or not.
     for name, d in ansible.temp_dirs.items():
