@@ -274,6 +274,17 @@ impl TalosClient {
         ClientError::from_status(self.target(), op, status)
     }
 
+    /// A failed call. tonic enforces the request deadline itself and usually fires just before our
+    /// own timer, so its "Timeout expired" is reported like ours, with the limit that ran out.
+    fn call_err(&self, op: &str, status: &Status, limit: Duration) -> ClientError {
+        let err = self.err(op, status);
+        if err.kind == ErrorKind::Timeout {
+            self.timeout_err(op, limit)
+        } else {
+            err
+        }
+    }
+
     fn timeout_err(&self, op: &str, after: Duration) -> ClientError {
         ClientError::new(
             self.target(),
@@ -292,7 +303,7 @@ impl TalosClient {
         let limit = self.opts.call_timeout;
         match tokio::time::timeout(limit, call).await {
             Err(_) => Err(self.timeout_err(op, limit)),
-            Ok(Err(status)) => Err(self.err(op, &status)),
+            Ok(Err(status)) => Err(self.call_err(op, &status, limit)),
             Ok(Ok(resp)) => Ok(resp.into_inner()),
         }
     }
@@ -327,8 +338,15 @@ impl TalosClient {
         mut each: impl FnMut(T) -> Result<()>,
     ) -> Result<()> {
         let work = async {
-            let mut stream = start.await.map_err(|s| self.err(op, &s))?.into_inner();
-            while let Some(item) = stream.message().await.map_err(|s| self.err(op, &s))? {
+            let mut stream = start
+                .await
+                .map_err(|s| self.call_err(op, &s, limit))?
+                .into_inner();
+            while let Some(item) = stream
+                .message()
+                .await
+                .map_err(|s| self.call_err(op, &s, limit))?
+            {
                 each(item)?;
             }
             Ok(())
@@ -618,7 +636,7 @@ impl TalosClient {
         let mut client = self.machine();
         let resp = match tokio::time::timeout(limit, client.upgrade(req)).await {
             Err(_) => return Err(self.timeout_err(op, limit)),
-            Ok(Err(s)) => return Err(self.err(op, &s)),
+            Ok(Err(s)) => return Err(self.call_err(op, &s, limit)),
             Ok(Ok(r)) => r.into_inner(),
         };
         self.first(op, resp.messages)
@@ -639,7 +657,7 @@ impl TalosClient {
         let req = self.request(msg, limit)?;
         let resp = match tokio::time::timeout(limit, self.machine().image_pull(req)).await {
             Err(_) => return Err(self.timeout_err(op, limit)),
-            Ok(Err(s)) => return Err(self.err(op, &s)),
+            Ok(Err(s)) => return Err(self.call_err(op, &s, limit)),
             Ok(Ok(r)) => r.into_inner(),
         };
         self.first(op, resp.messages).map(|_| ())

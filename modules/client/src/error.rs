@@ -152,7 +152,9 @@ impl ClientError {
             ErrorKind::Unimplemented => "the node does not support this call \
                  (Talos version, machine type or mode)"
                 .into(),
-            ErrorKind::Timeout => "timed out".into(),
+            ErrorKind::Timeout => "timed out: the node did not answer in time; check that it is up and \
+                 not overloaded, or raise the module's timeout"
+                .into(),
             ErrorKind::Credentials => "the credentials could not be used".into(),
             ErrorKind::InvalidEndpoint => "invalid endpoint".into(),
             ErrorKind::Other => String::new(),

@@ -477,6 +477,10 @@ async fn slow_answers_run_into_the_client_deadline() {
     let addr = ep.split(':').next().unwrap();
     assert!(text.contains(addr), "the error names the node: {text}");
     assert!(text.contains("timed out"), "{text}");
+    assert!(
+        text.contains("no answer within 400ms"),
+        "the limit that ran out: {text}"
+    );
     assert_eq!(status_json(dir)["nodes"][1]["faults"]["slow_ms"], 3000);
 
     // Only that node is slow.
