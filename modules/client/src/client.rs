@@ -275,13 +275,15 @@ impl TalosClient {
     }
 
     /// A failed call. tonic enforces the request deadline itself and usually fires just before our
-    /// own timer, so its "Timeout expired" is reported like ours, with the limit that ran out.
+    /// own timer, so its local "Timeout expired" is reported like ours, with the limit that ran out.
+    /// A DeadlineExceeded sent by the node keeps the node's message: it says what was still waiting.
     fn call_err(&self, op: &str, status: &Status, limit: Duration) -> ClientError {
-        let err = self.err(op, status);
-        if err.kind == ErrorKind::Timeout {
+        let local_deadline = status.code() == tonic::Code::Cancelled
+            && status.message().eq_ignore_ascii_case("timeout expired");
+        if local_deadline {
             self.timeout_err(op, limit)
         } else {
-            err
+            self.err(op, status)
         }
     }
 

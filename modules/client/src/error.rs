@@ -145,7 +145,9 @@ impl ClientError {
                  apply a configuration first"
                 .into(),
             ErrorKind::InvalidConfig { reason } => {
-                format!("Talos rejected the configuration: {reason}")
+                format!(
+                    "Talos rejected the configuration: {reason}; fix the config or the patch that produced it"
+                )
             }
             ErrorKind::AlreadyExists => "it already exists".into(),
             ErrorKind::NotFound => "not found".into(),
@@ -352,10 +354,9 @@ mod tests {
                 reason: "unknown keys found during decoding".into()
             }
         );
-        assert!(
-            e.to_string()
-                .ends_with("Talos rejected the configuration: unknown keys found during decoding")
-        );
+        assert!(e.to_string().contains(
+            "Talos rejected the configuration: unknown keys found during decoding; fix the config"
+        ));
         // Elsewhere InvalidArgument is not a config problem.
         let e = status_err(
             "version",
