@@ -774,7 +774,7 @@ impl Writer {
             Node::Map(entries) if !entries.is_empty() => self.map_entries(entries, 0, false),
             Node::Seq(items) if !items.is_empty() => self.seq_items(items, 0, false),
             other => {
-                self.inline_value(other, 0);
+                self.inline_value(other, 0, 0);
             }
         }
     }
@@ -799,7 +799,7 @@ impl Writer {
                 }
                 other => {
                     self.out.push(' ');
-                    self.inline_value(other, next_level(indent));
+                    self.inline_value(other, indent, next_level(indent));
                 }
             }
         }
@@ -814,18 +814,20 @@ impl Writer {
             match item {
                 Node::Map(e) if !e.is_empty() => self.map_entries(e, indent + 2, true),
                 Node::Seq(s) if !s.is_empty() => self.seq_items(s, indent + 2, true),
-                other => self.inline_value(other, indent + 2),
+                other => self.inline_value(other, indent, indent + 2),
             }
         }
     }
 
-    /// A scalar or empty collection after `key: ` or `- `, ending the line.
-    /// `block_indent` is where literal block content goes.
-    fn inline_value(&mut self, node: &Node, block_indent: usize) {
+    /// A scalar or empty collection after `key: ` or `- `, ending the line. `parent_indent` is
+    /// the column of that key or `-`; `block_indent` is where literal block content goes.
+    fn inline_value(&mut self, node: &Node, parent_indent: usize, block_indent: usize) {
         match node {
             Node::Map(_) => self.out.push_str("{}\n"),
             Node::Seq(_) => self.out.push_str("[]\n"),
-            Node::Scalar(s) if s.style == Style::Literal => self.literal(&s.text, block_indent),
+            Node::Scalar(s) if s.style == Style::Literal => {
+                self.literal(&s.text, parent_indent, block_indent)
+            }
             Node::Scalar(s) => {
                 self.scalar_inline(s);
                 self.out.push('\n');
@@ -845,11 +847,26 @@ impl Writer {
         }
     }
 
-    fn literal(&mut self, text: &str, indent: usize) {
-        self.out.push('|');
+    fn literal(&mut self, text: &str, parent_indent: usize, indent: usize) {
         if text.starts_with([' ', '\n']) {
-            // go-yaml writes its configured indent as the indentation indicator.
-            self.out.push('4');
+            // Content starting with a space or a blank line needs an indentation indicator,
+            // counted from the key or `-` that owns the scalar. Writing go-yaml's configured
+            // indent (4) every time is right under a key but not inside a sequence item (content
+            // 2 past the `-`), where the text would not parse back.
+            match indent.checked_sub(parent_indent) {
+                Some(step @ 1..=9) => {
+                    self.out.push('|');
+                    self.out.push(char::from(b'0' + step as u8));
+                }
+                // A scalar document has nothing to count from.
+                _ => {
+                    write_double_quoted(&mut self.out, text);
+                    self.out.push('\n');
+                    return;
+                }
+            }
+        } else {
+            self.out.push('|');
         }
         let trailing_breaks = text.len() - text.trim_end_matches('\n').len();
         match trailing_breaks {
@@ -993,6 +1010,31 @@ mod tests {
     }
 
     #[test]
+    fn indentation_indicator_counts_from_the_owning_key_or_dash() {
+        // Found by fuzz/patch_engine: inside a sequence item the content sits 2 past the `-`, so
+        // the indicator must be 2 there, or the rendered config does not parse back.
+        let out = enc(
+            json!({"kind": "X", "a": "\nF\n", "c": ["\nF\n", " lead\nx"], "l": [{"k": "\nF\n"}],
+            "m": [[" x\n"]]}),
+        );
+        let expected = "kind: X\na: |4\n\n    F\nc:\n    - |2\n\n      F\n    - |2-\n       lead\n      x\n\
+            l:\n    - k: |2\n\n        F\nm:\n    - - |2\n         x\n";
+        assert_eq!(out, expected);
+        let again = MachineConfig::parse(&out).expect("the rendered text parses back");
+        assert_eq!(again.to_yaml(), out);
+    }
+
+    #[test]
+    fn block_scalar_in_a_list_parses_back() {
+        // The smallest input the fuzzer reduced the failure to.
+        let cfg = MachineConfig::parse("e:\n- |\n\n F").unwrap();
+        let out = cfg.to_yaml();
+        let again = MachineConfig::parse(&out).expect("the rendered text parses back");
+        assert_eq!(again, cfg);
+        assert_eq!(again.to_yaml(), out);
+    }
+
+    #[test]
     fn key_order_and_map_sorting() {
         let doc = json!({
             "cluster": {"clusterName": "c", "id": "i"},
@@ -1058,10 +1100,12 @@ mod tests {
             {"mountpoint": "/a", "size": "10GB"}, {"size": "50GiB"}, {"size": 1_234_000_000u64},
             {"size": "1.5 GB"}]}]},
             "cluster": {"inlineManifests": [{"contents": "\n\t  kind: X\n", "name": "m"}]}});
+        // The kept leading spaces need an indicator counted from `contents` (2), not 4: with 4
+        // the text would read back as "kind: X" and lose them.
         let expected = "machine:\n    disks:\n        - device: /dev/sdb\n          partitions:\n            \
             - size: 10 GB\n              mountpoint: /a\n            - size: 53687091200\n            \
             - size: 1234000000\n            - size: 1.5 GB\ncluster:\n    inlineManifests:\n        \
-            - name: m\n          contents: |4\n              kind: X\n";
+            - name: m\n          contents: |2\n              kind: X\n";
         assert_eq!(enc(doc), expected);
     }
 
