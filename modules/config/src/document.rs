@@ -71,6 +71,26 @@ impl DocId {
     }
 }
 
+/// Keys that make a document the v1alpha1 one whatever else it holds (config.md §4.1).
+const V1ALPHA1_MARKERS: [&str; 4] = ["machine", "cluster", "debug", "persist"];
+
+/// An error message when `doc` holds a v1alpha1 key together with `apiVersion` or `kind`.
+///
+/// Such a document has no single identity: it counts as v1alpha1 here, where `kind` is an unknown
+/// key that Talos's strict decoding refuses, and once an empty `machine` is dropped by the encoder
+/// it would read back as a typed document, so the rendered config would not survive a round trip.
+pub(crate) fn mixed_identity(doc: &Value) -> Option<String> {
+    let map = doc.as_object()?;
+    let marker = V1ALPHA1_MARKERS.iter().find(|k| map.contains_key(**k))?;
+    let typed = ["apiVersion", "kind"]
+        .into_iter()
+        .find(|k| map.contains_key(*k))?;
+    Some(format!(
+        "a document holds both `{marker}` (the v1alpha1 config) and `{typed}` (a typed document); \
+         put them in separate `---` documents"
+    ))
+}
+
 impl MachineConfig {
     /// The v1alpha1 document, if present.
     pub fn v1alpha1(&self) -> Option<&Value> {

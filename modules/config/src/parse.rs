@@ -1,6 +1,6 @@
 //! Reading machine configs from YAML text.
 
-use crate::document::MachineConfig;
+use crate::document::{MachineConfig, mixed_identity};
 use serde_json::Value;
 
 impl MachineConfig {
@@ -34,7 +34,12 @@ impl MachineConfig {
         for (i, doc) in docs.into_iter().enumerate() {
             match doc {
                 Value::Null => {}
-                Value::Object(_) => out.push(doc),
+                Value::Object(_) => {
+                    if let Some(why) = mixed_identity(&doc) {
+                        anyhow::bail!("YAML document {}: {why}", i + 1);
+                    }
+                    out.push(doc)
+                }
                 other => anyhow::bail!(
                     "YAML document {}: expected a mapping at the top level, found {}",
                     i + 1,
@@ -124,6 +129,27 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("document 1"), "{e}");
+    }
+
+    #[test]
+    fn v1alpha1_keys_and_kind_in_one_document_are_refused() {
+        // Found by fuzz/patch_engine: `machine:` (null) next to `kind:` rendered as `kind: null`,
+        // which then read back as a different document.
+        let e = MachineConfig::parse("machine:\nkind: \n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("document 1") && e.contains("`machine`") && e.contains("`kind`"),
+            "{e}"
+        );
+        let e = MachineConfig::parse("a: 1\n---\napiVersion: v1alpha1\ncluster: {}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("document 2") && e.contains("`cluster`") && e.contains("`apiVersion`"),
+            "{e}"
+        );
+        assert!(MachineConfig::parse("version: v1alpha1\nmachine: {}\n---\nkind: X\n").is_ok());
     }
 
     #[test]

@@ -11,7 +11,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use serde_json::{Map, Value};
 
 use crate::diff::{doc_label, push_key};
-use crate::document::{DocId, MachineConfig};
+use crate::document::{DocId, MachineConfig, mixed_identity};
 use crate::merge::{kind_name, merge_document, parent_is_map};
 
 /// One parsed config patch. Its `Debug` form shows only its shape: patches can carry secrets.
@@ -547,6 +547,9 @@ impl MachineConfig {
                 "JSON patch left {} at the document root, expected a mapping",
                 kind_name(&self.docs[0])
             );
+        }
+        if let Some(why) = mixed_identity(&self.docs[0]) {
+            bail!("after the JSON patch, {why}");
         }
         Ok(())
     }
@@ -1157,6 +1160,11 @@ auto: stable
         // Removing a missing path fails and leaves the config as it was.
         let before = c.clone();
         assert!(apply(&mut c, "- op: remove\n  path: /cluster/apiServer\n").is_err());
+        assert_eq!(c, before);
+        // Adding `kind` to the v1alpha1 document would give it two identities.
+        let e = apply(&mut c, r#"[{"op": "add", "path": "/kind", "value": null}]"#).unwrap_err();
+        let msg = format!("{e:#}");
+        assert!(msg.contains("`machine`") && msg.contains("`kind`"), "{msg}");
         assert_eq!(c, before);
     }
 
