@@ -97,6 +97,9 @@ async fn serve_conn(shared: Arc<Shared>, idx: usize, tcp: TcpStream) {
         st.nodes.get(idx).and_then(|n| n.tls.clone())
     };
     let Some(node_tls) = node_tls else { return };
+    // Talos's apid is written in Go, whose sockets have TCP_NODELAY on; without it small gRPC
+    // frames wait for delayed ACKs (~40 ms) and the simulator would be slower than a real node.
+    let _ = tcp.set_nodelay(true);
     let acceptor = tokio_rustls::TlsAcceptor::from(node_tls.config.clone());
     let handshake = acceptor.accept(tcp).into_fallible();
     let tls = match tokio::time::timeout(Duration::from_secs(10), handshake).await {
