@@ -178,6 +178,22 @@ async fn wait_back(ep: &str, creds: &Credentials, old: Option<&str>) {
     .unwrap();
 }
 
+/// Applies the control-plane config to a maintenance-mode node through the real client and waits
+/// until it is back configured; returns the config and admin credentials that stand for a
+/// talosconfig written once and kept.
+async fn configure(ep: &str) -> (String, Credentials) {
+    let bundle = ferro_talos_secrets::Bundle::from_yaml(SECRETS).unwrap();
+    let creds =
+        Credentials::from_bundle(&bundle, &["os:admin"], Duration::from_secs(3600)).unwrap();
+    let config = controlplane_config();
+    let m = TalosClient::connect_maintenance(ep, opts()).await.unwrap();
+    m.apply_configuration(config.as_bytes(), ApplyMode::Auto, false, None)
+        .await
+        .unwrap();
+    wait_back(ep, &creds, None).await;
+    (config, creds)
+}
+
 /// etcd may need a moment after bootstrap before it lists members.
 async fn members(c: &TalosClient) -> usize {
     for _ in 0..50 {
@@ -227,17 +243,8 @@ async fn a_configured_cluster_survives_stop_and_up() {
     let ep = first.endpoint(0);
     let worker_ep = first.endpoint(1);
 
-    // Configure node 0 through the real client; the credentials stand for a talosconfig
-    // written once and kept.
-    let bundle = ferro_talos_secrets::Bundle::from_yaml(SECRETS).unwrap();
-    let creds =
-        Credentials::from_bundle(&bundle, &["os:admin"], Duration::from_secs(3600)).unwrap();
-    let config = controlplane_config();
-    let m = TalosClient::connect_maintenance(&ep, opts()).await.unwrap();
-    m.apply_configuration(config.as_bytes(), ApplyMode::Auto, false, None)
-        .await
-        .unwrap();
-    wait_back(&ep, &creds, None).await;
+    // Configure node 0 through the real client.
+    let (config, creds) = configure(&ep).await;
     let c = TalosClient::connect(&ep, &creds, opts()).await.unwrap();
     c.bootstrap().await.unwrap();
     assert_eq!(members(&c).await, 1);
@@ -539,15 +546,7 @@ async fn changes_are_on_disk_before_the_simulator_dies() {
         ],
     );
     let ep = first.endpoint(0);
-    let bundle = ferro_talos_secrets::Bundle::from_yaml(SECRETS).unwrap();
-    let creds =
-        Credentials::from_bundle(&bundle, &["os:admin"], Duration::from_secs(3600)).unwrap();
-    let config = controlplane_config();
-    let m = TalosClient::connect_maintenance(&ep, opts()).await.unwrap();
-    m.apply_configuration(config.as_bytes(), ApplyMode::Auto, false, None)
-        .await
-        .unwrap();
-    wait_back(&ep, &creds, None).await;
+    let (config, creds) = configure(&ep).await;
 
     // SIGKILL: no shutdown path runs, so whatever is on disk was written when it changed.
     first.child.kill().unwrap();
