@@ -79,7 +79,6 @@ def start_sim(control_planes=3, workers=1, version="v1.13.6", node_versions=None
         pytest.fail("FERRO_TARGET_DIR is not set: run the tests through `make test`", pytrace=False)
     binary = pathlib.Path(target) / "talos-sim"
     block = _next_block()
-    control_port = 51000 + block
     cmd = [
         str(binary),
         "--control-planes", str(control_planes),
@@ -87,7 +86,9 @@ def start_sim(control_planes=3, workers=1, version="v1.13.6", node_versions=None
         "--base-address", f"127.0.{block}.1",
         "--talos-version", version,
         "--reboot-downtime-ms", str(downtime_ms),
-        "--control-address", f"127.0.0.1:{control_port}",
+        # Port 0: the simulator binds a free port and reports it in READY. A fixed port could
+        # already be some connection's ephemeral local port.
+        "--control-address", "127.0.0.1:0",
     ]
     for index, v in (node_versions or {}).items():
         cmd += ["--node-version", f"{index}={v}"]
