@@ -2,6 +2,31 @@
 
 import yaml
 
+from conftest import ROOT
+
+
+def site_inventory(sim, path, variables):
+    """Writes the inventory a user writes for examples/site.yml: control planes cp1.., workers w1..
+    with their node addresses as ansible_host, modules run on the controller; returns its path."""
+    cps = [n for n in sim.nodes if n["role"] == "controlplane"]
+    workers = [n for n in sim.nodes if n["role"] == "worker"]
+    data = {
+        "all": {
+            "vars": {
+                "ansible_connection": "local",
+                "ansible_python_interpreter": str(ROOT / ".venv" / "bin" / "python"),
+                **variables,
+            },
+            "hosts": {"localhost": None},
+            "children": {
+                "controlplane": {"hosts": {f"cp{i + 1}": {"ansible_host": n["address"]} for i, n in enumerate(cps)}},
+                "worker": {"hosts": {f"w{i + 1}": {"ansible_host": n["address"]} for i, n in enumerate(workers)}},
+            },
+        }
+    }
+    path.write_text(yaml.safe_dump(data))
+    return path
+
 
 def converge(ansible, sim, tmp_path, bootstrap=True, cluster_name="gate"):
     """Secrets, per-node configs, apply (and bootstrap etcd): returns what the tests need.

@@ -7,6 +7,7 @@ import yaml
 
 from conftest import ROOT
 from secrets_scan import leaks, secret_forms
+from sim_cluster import site_inventory
 
 SITE = ROOT / "examples" / "site.yml"
 # Task names as the results report them: examples/site.yml runs the ferro.talos.cluster role.
@@ -15,34 +16,22 @@ BOOTSTRAP = "ferro.talos.cluster : Bootstrap etcd once, on the first control pla
 
 
 def inventory_for(sim, tmp_path, extra_vars=None):
-    cps = [n for n in sim.nodes if n["role"] == "controlplane"]
-    workers = [n for n in sim.nodes if n["role"] == "worker"]
-    data = {
-        "all": {
-            "vars": {
-                "ansible_connection": "local",
-                "ansible_python_interpreter": str(ROOT / ".venv" / "bin" / "python"),
-                "talos_cluster_name": "e2e",
-                "talos_cluster_endpoint": f"https://{cps[0]['address']}:6443",
-                "talos_cluster_talos_version": "v1.13",
-                "talos_cluster_kubernetes_version": "1.36.1",
-                "talos_cluster_secrets_file": str(tmp_path / "cluster" / "secrets.yaml"),
-                "talos_cluster_talosconfig": str(tmp_path / "cluster" / "talosconfig"),
-                "talos_cluster_kubeconfig": str(tmp_path / "cluster" / "kubeconfig"),
-                "talos_cluster_generate_secrets": True,
-                "talos_cluster_health_timeout": 60,
-                **(extra_vars or {}),
-            },
-            "hosts": {"localhost": None},
-            "children": {
-                "controlplane": {"hosts": {f"cp{i + 1}": {"ansible_host": n["address"]} for i, n in enumerate(cps)}},
-                "worker": {"hosts": {f"w{i + 1}": {"ansible_host": n["address"]} for i, n in enumerate(workers)}},
-            },
-        }
-    }
-    path = tmp_path / "inventory.yml"
-    path.write_text(yaml.safe_dump(data))
-    return path
+    return site_inventory(
+        sim,
+        tmp_path / "inventory.yml",
+        {
+            "talos_cluster_name": "e2e",
+            "talos_cluster_endpoint": f"https://{sim.nodes[0]['address']}:6443",
+            "talos_cluster_talos_version": "v1.13",
+            "talos_cluster_kubernetes_version": "1.36.1",
+            "talos_cluster_secrets_file": str(tmp_path / "cluster" / "secrets.yaml"),
+            "talos_cluster_talosconfig": str(tmp_path / "cluster" / "talosconfig"),
+            "talos_cluster_kubeconfig": str(tmp_path / "cluster" / "kubeconfig"),
+            "talos_cluster_generate_secrets": True,
+            "talos_cluster_health_timeout": 60,
+            **(extra_vars or {}),
+        },
+    )
 
 
 def site(ansible, inventory, **kwargs):

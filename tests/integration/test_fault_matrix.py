@@ -24,6 +24,7 @@ import pytest
 import yaml
 
 from conftest import FIXTURES, ROOT, Ansible
+from sim_cluster import site_inventory
 from talos_sim import start_sim
 
 SITE = ROOT / "examples" / "site.yml"
@@ -75,33 +76,21 @@ class Cluster:
         self.stop_watching = threading.Event()
 
     def inventory(self, **extra):
-        cps = [n for n in self.sim.nodes if n["role"] == "controlplane"]
-        workers = [n for n in self.sim.nodes if n["role"] == "worker"]
-        data = {
-            "all": {
-                "vars": {
-                    "ansible_connection": "local",
-                    "ansible_python_interpreter": str(ROOT / ".venv" / "bin" / "python"),
-                    "talos_cluster_name": "faults",
-                    "talos_cluster_endpoint": cps[0]["address"],
-                    "talos_cluster_kubernetes_version": "1.36.1",
-                    "talos_cluster_secrets_file": str(self.secrets),
-                    "talos_cluster_talosconfig": str(self.talosconfig),
-                    "talos_cluster_kubeconfig": str(self.dir / "kubeconfig"),
-                    "talos_cluster_generate_secrets": True,
-                    **TIMEOUTS,
-                    **extra,
-                },
-                "hosts": {"localhost": None},
-                "children": {
-                    "controlplane": {"hosts": {self.hosts[n["index"]]: {"ansible_host": n["address"]} for n in cps}},
-                    "worker": {"hosts": {self.hosts[n["index"]]: {"ansible_host": n["address"]} for n in workers}},
-                },
-            }
-        }
-        path = self.workdir / "inventory.yml"
-        path.write_text(yaml.safe_dump(data))
-        return path
+        return site_inventory(
+            self.sim,
+            self.workdir / "inventory.yml",
+            {
+                "talos_cluster_name": "faults",
+                "talos_cluster_endpoint": self.sim.nodes[0]["address"],
+                "talos_cluster_kubernetes_version": "1.36.1",
+                "talos_cluster_secrets_file": str(self.secrets),
+                "talos_cluster_talosconfig": str(self.talosconfig),
+                "talos_cluster_kubeconfig": str(self.dir / "kubeconfig"),
+                "talos_cluster_generate_secrets": True,
+                **TIMEOUTS,
+                **extra,
+            },
+        )
 
     def site(self, args=(), **extra):
         return self.ansible.run(SITE.read_text(), inventory=self.inventory(**extra), args=args)

@@ -19,6 +19,7 @@ import yaml
 
 from conftest import ROOT, Ansible
 from secrets_scan import client_key_forms, leaks, secret_forms
+from sim_cluster import site_inventory
 
 SITE = ROOT / "examples" / "site.yml"
 GLOBAL_DIRS = [pathlib.Path("/tmp"), pathlib.Path("/var/tmp"), pathlib.Path("/dev/shm"), pathlib.Path.home() / ".ansible"]
@@ -56,34 +57,22 @@ class ScannedAnsible(Ansible):
 
 
 def inventory(sim, workdir, **extra):
-    cps = [n for n in sim.nodes if n["role"] == "controlplane"]
-    workers = [n for n in sim.nodes if n["role"] == "worker"]
     cluster = workdir / "cluster"
-    data = {
-        "all": {
-            "vars": {
-                "ansible_connection": "local",
-                "ansible_python_interpreter": str(ROOT / ".venv" / "bin" / "python"),
-                "talos_cluster_name": "secrets",
-                "talos_cluster_endpoint": cps[0]["address"],
-                "talos_cluster_kubernetes_version": "1.36.1",
-                "talos_cluster_secrets_file": str(cluster / "secrets.yaml"),
-                "talos_cluster_generate_secrets": True,
-                "talos_cluster_talosconfig": str(cluster / "talosconfig"),
-                "talos_cluster_kubeconfig": str(cluster / "kubeconfig"),
-                "talos_cluster_health_timeout": 30,
-                **extra,
-            },
-            "hosts": {"localhost": None},
-            "children": {
-                "controlplane": {"hosts": {f"cp{i + 1}": {"ansible_host": n["address"]} for i, n in enumerate(cps)}},
-                "worker": {"hosts": {f"w{i + 1}": {"ansible_host": n["address"]} for i, n in enumerate(workers)}},
-            },
-        }
-    }
-    path = workdir / "inventory.yml"
-    path.write_text(yaml.safe_dump(data))
-    return path
+    return site_inventory(
+        sim,
+        workdir / "inventory.yml",
+        {
+            "talos_cluster_name": "secrets",
+            "talos_cluster_endpoint": sim.nodes[0]["address"],
+            "talos_cluster_kubernetes_version": "1.36.1",
+            "talos_cluster_secrets_file": str(cluster / "secrets.yaml"),
+            "talos_cluster_generate_secrets": True,
+            "talos_cluster_talosconfig": str(cluster / "talosconfig"),
+            "talos_cluster_kubeconfig": str(cluster / "kubeconfig"),
+            "talos_cluster_health_timeout": 30,
+            **extra,
+        },
+    )
 
 
 RENDER = """
