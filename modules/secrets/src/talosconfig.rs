@@ -335,10 +335,7 @@ mod tests {
     const DAY: Duration = Duration::from_secs(86400);
 
     fn fixture_bundle() -> Bundle {
-        Bundle::from_yaml(include_str!(
-            "../../../../shared/talos/fixtures/v1.13.6/secrets-testdata.yaml"
-        ))
-        .unwrap()
+        crate::testing::bundle().clone()
     }
 
     #[test]
