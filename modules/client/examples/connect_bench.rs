@@ -8,22 +8,16 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use ferro_talos_client::{ApplyMode, ConnectOptions, Credentials, TalosClient, wait_for_reboot};
+use ferro_talos_sim::sample::SampleCluster;
 use ferro_talos_sim::{Cluster, SimConfig};
 
-const SECRETS: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../../../shared/talos/fixtures/v1.13.6/stability-secrets.yaml"
-);
-const CONFIG: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../../../shared/talos/fixtures/v1.13.6/stability-v1.13-base-controlplane.yaml"
-);
 const RUNS: usize = 30;
 
-fn credentials() -> Credentials {
-    let bundle =
-        ferro_talos_secrets::Bundle::from_yaml(&std::fs::read_to_string(SECRETS).unwrap()).unwrap();
-    Credentials::from_bundle(&bundle, &["os:admin"], Duration::from_secs(3600)).unwrap()
+/// The child process reads the bundle the parent generated from this file.
+const SECRETS_VARIABLE: &str = "CONNECT_BENCH_SECRETS";
+
+fn credentials(bundle: &ferro_talos_secrets::Bundle) -> Credentials {
+    Credentials::from_bundle(bundle, &["os:admin"], Duration::from_secs(3600)).unwrap()
 }
 
 fn median(mut v: Vec<Duration>) -> f64 {
@@ -35,9 +29,12 @@ fn median(mut v: Vec<Duration>) -> f64 {
 async fn main() {
     // Child mode: one connection and one Version call, as a module process would do.
     if let Some(endpoint) = std::env::args().nth(1) {
-        let client = TalosClient::connect(&endpoint, &credentials(), ConnectOptions::default())
-            .await
-            .unwrap();
+        let secrets = std::fs::read_to_string(std::env::var(SECRETS_VARIABLE).unwrap()).unwrap();
+        let bundle = ferro_talos_secrets::Bundle::from_yaml(&secrets).unwrap();
+        let client =
+            TalosClient::connect(&endpoint, &credentials(&bundle), ConnectOptions::default())
+                .await
+                .unwrap();
         client.version().await.unwrap();
         return;
     }
@@ -52,11 +49,11 @@ async fn main() {
     .await
     .unwrap();
     let endpoint = cluster.endpoint(0).unwrap().to_string();
-    let config = std::fs::read_to_string(CONFIG).unwrap().replacen(
-        "    install:\n",
-        "    install:\n        disk: /dev/sda\n",
-        1,
-    );
+    let sample = SampleCluster::generate();
+    let config = sample.controlplane;
+    let secrets_dir = tempfile::tempdir().unwrap();
+    let secrets_file = secrets_dir.path().join("secrets.yaml");
+    std::fs::write(&secrets_file, sample.bundle.to_yaml()).unwrap();
     let maintenance = TalosClient::connect_maintenance(&endpoint, ConnectOptions::default())
         .await
         .unwrap();
@@ -64,7 +61,7 @@ async fn main() {
         .apply_configuration(config.as_bytes(), ApplyMode::Auto, false, None)
         .await
         .unwrap();
-    let creds = credentials();
+    let creds = credentials(&sample.bundle);
     wait_for_reboot(
         &endpoint,
         None,
@@ -89,7 +86,11 @@ async fn main() {
     let mut process = Vec::new();
     for _ in 0..RUNS {
         let start = Instant::now();
-        let out = Command::new(&me).arg(&endpoint).output().unwrap();
+        let out = Command::new(&me)
+            .arg(&endpoint)
+            .env(SECRETS_VARIABLE, &secrets_file)
+            .output()
+            .unwrap();
         assert!(
             out.status.success(),
             "{}",

@@ -14,21 +14,15 @@ use ferro_talos_client::{
     ApplyMode, ConnectOptions, Credentials, ErrorKind, NodeMode, RebootMode, TalosClient,
     containerd_system, probe, wait_for_reboot,
 };
+use ferro_talos_sim::sample::SampleCluster;
 use ferro_talos_sim::{Cluster, SimConfig};
 
-const SECRETS: &str =
-    include_str!("../../../../shared/talos/fixtures/v1.13.6/stability-secrets.yaml");
-const CP_FIXTURE: &str = include_str!(
-    "../../../../shared/talos/fixtures/v1.13.6/stability-v1.13-base-controlplane.yaml"
-);
+/// One bundle and its control-plane config per test binary, from the collection's generator.
+static SAMPLE: std::sync::LazyLock<SampleCluster> =
+    std::sync::LazyLock::new(SampleCluster::generate);
 
-/// A metal node refuses a config without an install disk; the fixture has none.
 fn controlplane_config() -> String {
-    CP_FIXTURE.replacen(
-        "    install:\n",
-        "    install:\n        disk: /dev/sda\n",
-        1,
-    )
+    SAMPLE.controlplane.clone()
 }
 
 async fn start_cluster() -> Cluster {
@@ -59,7 +53,7 @@ fn opts() -> ConnectOptions {
 async fn node_lifecycle_against_the_simulator() {
     let cluster = start_cluster().await;
     let ep = cluster.endpoint(0).unwrap().to_string();
-    let bundle = ferro_talos_secrets::Bundle::from_yaml(SECRETS).unwrap();
+    let bundle = SAMPLE.bundle.clone();
     let creds =
         Credentials::from_bundle(&bundle, &["os:admin"], Duration::from_secs(3600)).unwrap();
 

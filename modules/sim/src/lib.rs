@@ -38,6 +38,7 @@ mod control;
 pub mod mcfg;
 pub mod pki;
 mod routing;
+pub mod sample;
 mod server;
 mod services;
 mod state;

@@ -247,21 +247,20 @@ pub fn dry_run_diff(old: Option<&StoredConfig>, new: &StoredConfig) -> String {
 mod tests {
     use super::*;
 
-    const CP: &str = include_str!(
-        "../../../../shared/talos/fixtures/v1.13.6/stability-v1.13-base-controlplane.yaml"
-    );
+    use std::sync::LazyLock;
+
+    /// A control-plane config rendered by the collection's generator (with its install disk).
+    static SAMPLE: LazyLock<crate::sample::SampleCluster> =
+        LazyLock::new(crate::sample::SampleCluster::generate);
 
     #[test]
-    fn parses_fixture() {
-        let c = StoredConfig::parse(CP.as_bytes()).unwrap();
-        // The golden fixture has no install disk: a metal node refuses it.
+    fn parses_a_rendered_config() {
+        let cp = &SAMPLE.controlplane;
+        // Without an install disk a metal node refuses the config.
+        let without_disk = cp.replacen("        disk: /dev/sda\n", "", 1);
+        let c = StoredConfig::parse(without_disk.as_bytes()).unwrap();
         assert!(c.validate(false).unwrap_err().contains("install disk"));
-        let with_disk = CP.replacen(
-            "    install:\n",
-            "    install:\n        disk: /dev/sda\n",
-            1,
-        );
-        let c = StoredConfig::parse(with_disk.as_bytes()).unwrap();
+        let c = StoredConfig::parse(cp.as_bytes()).unwrap();
         assert_eq!(c.machine_type(), Some(MachineType::ControlPlane));
         assert_eq!(c.cluster_name(), "base");
         assert_eq!(c.endpoint(), "https://base:6443");
@@ -275,21 +274,17 @@ mod tests {
 
     #[test]
     fn live_vs_reboot() {
-        let old = StoredConfig::parse(CP.as_bytes()).unwrap();
-        let live = CP.replace("certSANs: []", "certSANs: [\"10.0.0.1\"]");
+        let cp = &SAMPLE.controlplane;
+        let old = StoredConfig::parse(cp.as_bytes()).unwrap();
+        let live = cp.replace("certSANs: []", "certSANs: [\"10.0.0.1\"]");
         let live = StoredConfig::parse(live.as_bytes()).unwrap();
         assert_eq!(reboot_diff(&old, &live), None);
-        let reboot = CP.replace(
-            "token: d8cwfa.eyvpi0xwxyarbfid",
-            "token: aaaaaa.bbbbbbbbbbbbbbbb",
-        );
+        let token = format!("token: {}", SAMPLE.bundle.trustd_info.token);
+        let reboot = cp.replace(&token, "token: aaaaaa.bbbbbbbbbbbbbbbb");
         let reboot = StoredConfig::parse(reboot.as_bytes()).unwrap();
         let diff = reboot_diff(&old, &reboot).unwrap();
         assert!(diff.starts_with("--- a\n+++ b\n@@ "), "{diff}");
-        assert!(
-            diff.contains("-    token: d8cwfa.eyvpi0xwxyarbfid"),
-            "{diff}"
-        );
+        assert!(diff.contains(&format!("-    {token}")), "{diff}");
     }
 
     #[test]

@@ -97,11 +97,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn issues_from_fixture_cas() {
-        let cfg = crate::mcfg::StoredConfig::parse(include_bytes!(
-            "../../../../shared/talos/fixtures/v1.13.6/stability-v1.13-base-controlplane.yaml"
-        ))
-        .unwrap();
+    fn issues_from_the_config_cas() {
+        let sample = crate::sample::SampleCluster::generate();
+        let cfg = crate::mcfg::StoredConfig::parse(sample.controlplane.as_bytes()).unwrap();
         let (crt, key) = cfg.os_ca().unwrap();
         let key = key.unwrap();
         let ip: IpAddr = "127.0.0.1".parse().unwrap();

@@ -443,10 +443,8 @@ async fn apply_modes_and_dry_run_text() {
         d.mode_details
     );
 
-    let reboot = CP.replace(
-        "token: d8cwfa.eyvpi0xwxyarbfid",
-        "token: aaaaaa.bbbbbbbbbbbbbbbb",
-    );
+    let token = format!("token: {}", common::SAMPLE.bundle.trustd_info.token);
+    let reboot = CP.replace(&token, "token: aaaaaa.bbbbbbbbbbbbbbbb");
     let e = m
         .apply_configuration(apply_req(&reboot, Mode::NoReboot, false))
         .await

@@ -6,20 +6,15 @@ use std::path::Path;
 use std::time::Duration;
 
 use ferro_talos_client::{ApplyMode, ConnectOptions, Credentials, ErrorKind, TalosClient};
+use ferro_talos_sim::sample::SampleCluster;
 use ferro_talos_sim::{Cluster, SimConfig};
 
-const SECRETS: &str =
-    include_str!("../../../../shared/talos/fixtures/v1.13.6/stability-secrets.yaml");
-const CP_FIXTURE: &str = include_str!(
-    "../../../../shared/talos/fixtures/v1.13.6/stability-v1.13-base-controlplane.yaml"
-);
+/// One bundle and its control-plane config per test binary, from the collection's generator.
+static SAMPLE: std::sync::LazyLock<SampleCluster> =
+    std::sync::LazyLock::new(SampleCluster::generate);
 
 fn config(comment: &str) -> String {
-    let cfg = CP_FIXTURE.replacen(
-        "    install:\n",
-        "    install:\n        disk: /dev/sda\n",
-        1,
-    );
+    let cfg = &SAMPLE.controlplane;
     format!("# {comment}\n{cfg}")
 }
 
@@ -62,7 +57,7 @@ async fn staged_try_down_nodes_and_faults_survive_a_restart() {
     let dir = tmp.path();
     let b: [u8; 2] = rand::random();
     let base = Ipv4Addr::new(127, 50 + b[0] % 50, b[1], 1);
-    let bundle = ferro_talos_secrets::Bundle::from_yaml(SECRETS).unwrap();
+    let bundle = SAMPLE.bundle.clone();
     let creds =
         Credentials::from_bundle(&bundle, &["os:admin"], Duration::from_secs(3600)).unwrap();
     let first = config("first");

@@ -12,22 +12,17 @@ use ferro_talos_client::{
     ApplyMode, ConnectOptions, Credentials, ErrorKind, RebootMode, TalosClient, containerd_system,
     wait_for_reboot,
 };
+use ferro_talos_sim::sample::SampleCluster;
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_talos-sim");
-const SECRETS: &str =
-    include_str!("../../../../shared/talos/fixtures/v1.13.6/stability-secrets.yaml");
-const CP_FIXTURE: &str = include_str!(
-    "../../../../shared/talos/fixtures/v1.13.6/stability-v1.13-base-controlplane.yaml"
-);
+/// One bundle and its control-plane config per test binary, from the collection's generator.
+static SAMPLE: std::sync::LazyLock<SampleCluster> =
+    std::sync::LazyLock::new(SampleCluster::generate);
 
-/// A metal node refuses a config without an install disk; the fixture has none.
+/// The sample config with a comment, so its bytes are recognisably the ones applied.
 fn controlplane_config() -> String {
-    let cfg = CP_FIXTURE.replacen(
-        "    install:\n",
-        "    install:\n        disk: /dev/sda\n",
-        1,
-    );
+    let cfg = &SAMPLE.controlplane;
     format!("# kept across restarts\n{cfg}")
 }
 
@@ -182,7 +177,7 @@ async fn wait_back(ep: &str, creds: &Credentials, old: Option<&str>) {
 /// until it is back configured; returns the config and admin credentials that stand for a
 /// talosconfig written once and kept.
 async fn configure(ep: &str) -> (String, Credentials) {
-    let bundle = ferro_talos_secrets::Bundle::from_yaml(SECRETS).unwrap();
+    let bundle = SAMPLE.bundle.clone();
     let creds =
         Credentials::from_bundle(&bundle, &["os:admin"], Duration::from_secs(3600)).unwrap();
     let config = controlplane_config();

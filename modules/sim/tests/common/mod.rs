@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ferro_talos_proto::machine::machine_service_client::MachineServiceClient;
+use ferro_talos_sim::sample::SampleCluster;
 use ferro_talos_sim::{Cluster, SimConfig};
 use hyper_util::rt::TokioIo;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
@@ -15,25 +16,12 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{ClientConfig, DigitallySignedStruct, SignatureScheme};
 use tonic::transport::{Channel, Endpoint, Uri};
 
-const CP_FIXTURE: &str = include_str!(
-    "../../../../../shared/talos/fixtures/v1.13.6/stability-v1.13-base-controlplane.yaml"
-);
-const WORKER_FIXTURE: &str =
-    include_str!("../../../../../shared/talos/fixtures/v1.13.6/stability-v1.13-base-worker.yaml");
-
-/// The golden fixtures have no install disk, which a metal node refuses; add one.
-fn with_install_disk(cfg: &str) -> String {
-    cfg.replacen(
-        "    install:\n",
-        "    install:\n        disk: /dev/sda\n",
-        1,
-    )
-}
-
+/// One bundle and its configs per test binary, rendered by the collection's own generator.
+pub static SAMPLE: std::sync::LazyLock<SampleCluster> =
+    std::sync::LazyLock::new(SampleCluster::generate);
 pub static CP: std::sync::LazyLock<String> =
-    std::sync::LazyLock::new(|| with_install_disk(CP_FIXTURE));
-pub static WORKER: std::sync::LazyLock<String> =
-    std::sync::LazyLock::new(|| with_install_disk(WORKER_FIXTURE));
+    std::sync::LazyLock::new(|| SAMPLE.controlplane.clone());
+pub static WORKER: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| SAMPLE.worker.clone());
 
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::aws_lc_rs::default_provider())
@@ -128,9 +116,9 @@ pub fn mtls(ca_pem: &str, cert_pem: &str, key_pem: &str) -> ClientConfig {
     c
 }
 
-/// The fixture's OS CA (crt, key) PEM.
+/// The sample cluster's OS CA (crt, key) PEM.
 pub fn os_ca() -> (String, String) {
-    let cfg = ferro_talos_sim::mcfg::StoredConfig::parse(CP_FIXTURE.as_bytes()).unwrap();
+    let cfg = ferro_talos_sim::mcfg::StoredConfig::parse(CP.as_bytes()).unwrap();
     let (crt, key) = cfg.os_ca().unwrap();
     (crt, key.unwrap())
 }
