@@ -3,7 +3,6 @@
 import pytest
 import yaml
 
-STABILITY = "v1.13.6/stability-secrets.yaml"
 # Nothing listens here: tests that get past validation fail as "unreachable", quickly.
 NOWHERE = "127.0.251.9"
 
@@ -72,9 +71,9 @@ CASES = (
 
 
 @pytest.mark.parametrize("module,name,args,expected", CASES, ids=[f"{c[0]}: {c[1]}" for c in CASES])
-def test_bad_input(ansible, fixtures, tmp_path, module, name, args, expected):
+def test_bad_input(ansible, sample, tmp_path, module, name, args, expected):
     config = tmp_path / "cp.yaml"
-    config.write_text((fixtures / "v1.13.6" / "stability-v1.13-base-worker.yaml").read_text())
+    config.write_text(sample.worker.read_text())
     talosconfig = tmp_path / "talosconfig"
     talosconfig.write_text("context: a\ncontexts:\n    a:\n        endpoints: []\n")
     bad = tmp_path / "bad-talosconfig"
@@ -82,7 +81,7 @@ def test_bad_input(ansible, fixtures, tmp_path, module, name, args, expected):
     out = tmp_path / "out"
     out.mkdir()
     values = {
-        "{s}": str(fixtures / STABILITY),
+        "{s}": str(sample.secrets),
         "{c}": str(config),
         "{t}": str(talosconfig),
         "{bad}": str(bad),

@@ -23,7 +23,7 @@ import time
 import pytest
 import yaml
 
-from conftest import FIXTURES, ROOT, Ansible
+from conftest import ROOT, Ansible
 from sim_cluster import site_inventory
 from talos_sim import start_sim
 
@@ -55,7 +55,7 @@ class FaultAnsible(Ansible):
 
 
 class Cluster:
-    def __init__(self, sim, ansible, workdir):
+    def __init__(self, sim, ansible, workdir, foreign_secrets):
         self.sim = sim
         self.ansible = ansible
         self.workdir = workdir
@@ -67,7 +67,7 @@ class Cluster:
         # A bundle from another cluster, as a user who points at the wrong vault file has.
         self.foreign_secrets = workdir / "other-cluster" / "secrets.yaml"
         self.foreign_secrets.parent.mkdir()
-        shutil.copy(FIXTURES / "v1.13.6" / "stability-secrets.yaml", self.foreign_secrets)
+        shutil.copy(foreign_secrets, self.foreign_secrets)
         os.chmod(self.foreign_secrets, 0o600)
         self.expired_talosconfig = workdir / "expired" / "talosconfig"
         self.foreign_talosconfig = workdir / "other-cluster" / "talosconfig"
@@ -148,11 +148,11 @@ class Cluster:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
+def cluster(tmp_path_factory, sample):
     workdir = tmp_path_factory.mktemp("faults")
     sim = start_sim(control_planes=3, workers=1, version=OLD, downtime_ms=300)
     try:
-        c = Cluster(sim, FaultAnsible(workdir), workdir)
+        c = Cluster(sim, FaultAnsible(workdir), workdir, sample.other_secrets)
         first = c.site()
         assert first.rc == 0, "the cluster did not converge:\n" + first.output
         assert all(not n["maintenance"] for n in sim.status())

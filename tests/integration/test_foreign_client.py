@@ -235,11 +235,12 @@ def issue_client_cert(directory, name, organization, issuer=None):
 # Maintenance mode
 
 
-def test_maintenance_mode_with_an_insecure_connection(stubs, sim_factory, fixtures):
+def test_maintenance_mode_with_an_insecure_connection(stubs, sim_factory, sample):
     sim = sim_factory(control_planes=1, workers=1)
     cp, worker = sim.nodes
-    # The golden base config names no install disk: Talos rejects it, so one is added for the dry run.
-    incomplete = (fixtures / "v1.13.6" / "stability-v1.13-base-controlplane.yaml").read_bytes()
+    # A config rendered like upstream's base config names no install disk: Talos rejects it, so one
+    # is added for the dry run.
+    incomplete = sample.controlplane.read_bytes()
     install = b"    install:\n        wipe: false\n"
     assert incomplete.count(install) == 1
     config = incomplete.replace(install, b"    install:\n        disk: /dev/sda\n        wipe: false\n")

@@ -23,7 +23,6 @@ VERSION = "99.1.0"
 TAG = f"v{VERSION}"
 BRANCH = "release-test"
 GIT_USER = ["-c", "user.name=ferro release test", "-c", "user.email=release-test@invalid"]
-STABILITY = "v1.13.6/stability-secrets.yaml"
 
 
 def git(repo, *args):
@@ -181,7 +180,7 @@ def install(tmp_path, requirement):
     return collections
 
 
-def assert_installed_and_working(release, collections, tmp_path, fixtures):
+def assert_installed_and_working(release, collections, tmp_path, sample):
     installed = collections / "ansible_collections" / "ferro" / "talos"
     manifest = json.loads((installed / "MANIFEST.json").read_text())
     assert manifest["collection_info"]["version"] == VERSION
@@ -211,7 +210,7 @@ def assert_installed_and_working(release, collections, tmp_path, fixtures):
   tasks:
     - name: render
       ferro.talos.talos_config:
-        secrets_file: {fixtures}/{STABILITY}
+        secrets_file: {sample.secrets}
         machine_type: worker
         cluster_name: base
         cluster_endpoint: https://base:6443
@@ -225,24 +224,25 @@ def assert_installed_and_working(release, collections, tmp_path, fixtures):
     )
     assert run.rc == 0, run.output
     assert run.task("render")["result"]["changed"] is True
-    assert dest.read_text() == (fixtures / "v1.13.6" / "stability-v1.13-base-worker.yaml").read_text()
+    # The same bytes the build's own binary rendered from the same inputs.
+    assert dest.read_text() == sample.worker.read_text()
 
 
-def test_install_release_tarball_by_file_path(release, tmp_path, fixtures):
+def test_install_release_tarball_by_file_path(release, tmp_path, sample):
     collections = install(tmp_path, {"name": str(release.tarball), "type": "file"})
-    assert_installed_and_working(release, collections, tmp_path, fixtures)
+    assert_installed_and_working(release, collections, tmp_path, sample)
 
 
-def test_install_release_tarball_by_url(release, tmp_path, fixtures):
+def test_install_release_tarball_by_url(release, tmp_path, sample):
     with serve(release.dist) as base_url:
         url = f"{base_url}/{release.tarball.name}"
         collections = install(tmp_path, {"name": url, "type": "url"})
-    assert_installed_and_working(release, collections, tmp_path, fixtures)
+    assert_installed_and_working(release, collections, tmp_path, sample)
 
 
-def test_install_from_git_tag(release, tmp_path, fixtures):
+def test_install_from_git_tag(release, tmp_path, sample):
     collections = install(tmp_path, {"name": f"git+file://{release.repo}", "type": "git", "version": TAG})
-    assert_installed_and_working(release, collections, tmp_path, fixtures)
+    assert_installed_and_working(release, collections, tmp_path, sample)
 
 
 def test_install_from_a_branch_without_binaries_has_none(release, tmp_path):

@@ -91,13 +91,13 @@ def test_golden_parity_through_ansible(ansible, fixtures, tmp_path, contract, ma
     assert len(result["config_sha256"]) == 64
 
 
-def test_second_run_is_unchanged_and_check_mode_writes_nothing(ansible, fixtures, tmp_path):
+def test_second_run_is_unchanged_and_check_mode_writes_nothing(ansible, sample, tmp_path):
     dest = tmp_path / "cp.yaml"
     talosconfig = tmp_path / "talosconfig"
     tasks = f"""
     - name: render
       ferro.talos.talos_config:
-        secrets_file: {fixtures}/{STABILITY}
+        secrets_file: {sample.secrets}
         machine_type: controlplane
         cluster_name: demo
         cluster_endpoint: https://10.5.0.10:6443
@@ -144,7 +144,7 @@ def test_second_run_is_unchanged_and_check_mode_writes_nothing(ansible, fixtures
     assert tc["contexts"]["demo"]["endpoints"] == ["10.5.0.2", "10.5.0.3"]
 
 
-def test_talosconfig_is_reissued_near_expiry_and_for_another_ca(ansible, fixtures, tmp_path):
+def test_talosconfig_is_reissued_near_expiry_and_for_another_ca(ansible, sample, tmp_path):
     talosconfig = tmp_path / "talosconfig"
     base = f"""
     - name: talosconfig
@@ -154,7 +154,7 @@ def test_talosconfig_is_reissued_near_expiry_and_for_another_ca(ansible, fixture
         talosconfig: {talosconfig}
         talosconfig_renew_before: "{{{{ renew }}}}"
 """
-    stability = str(fixtures / STABILITY)
+    stability = str(sample.secrets)
     run = ansible.run(play(base), extra_vars={"secrets": stability, "renew": 30})
     assert run.rc == 0, run.output
     first = talosconfig.read_text()
@@ -168,7 +168,7 @@ def test_talosconfig_is_reissued_near_expiry_and_for_another_ca(ansible, fixture
     assert talosconfig.read_text() != first
 
     # A bundle with another CA: the existing certificate no longer matches it.
-    other = fixtures / "v1.13.6" / "secrets-testdata.yaml"
+    other = sample.other_secrets
     run = ansible.run(play(base), extra_vars={"secrets": str(other), "renew": 30})
     assert run.rc == 0, run.output
     result = run.task("talosconfig")["result"]
@@ -225,12 +225,12 @@ def test_missing_secrets_fail_without_generating(ansible, tmp_path):
     assert not secrets.exists() and not dest.exists()
 
 
-def test_secrets_from_a_vault_style_variable(ansible, fixtures, tmp_path):
+def test_secrets_from_a_vault_style_variable(ansible, sample, tmp_path):
     dest = tmp_path / "w.yaml"
     tasks = f"""
     - name: render
       ferro.talos.talos_config:
-        secrets: "{{{{ lookup('file', '{fixtures}/{STABILITY}') | from_yaml }}}}"
+        secrets: "{{{{ lookup('file', '{sample.secrets}') | from_yaml }}}}"
         machine_type: worker
         cluster_name: base
         cluster_endpoint: https://base:6443
@@ -242,18 +242,18 @@ def test_secrets_from_a_vault_style_variable(ansible, fixtures, tmp_path):
 """
     run = ansible.run(play(tasks), verbosity=3)
     assert run.rc == 0, run.output
-    assert dest.read_text() == (fixtures / "v1.13.6" / "stability-v1.13-base-worker.yaml").read_text()
-    forms = secret_forms((fixtures / STABILITY).read_text())
+    assert dest.read_text() == sample.worker.read_text()
+    forms = secret_forms((sample.secrets).read_text())
     assert leaks(run.output, forms) == []
     assert leaks(repr(run.results), forms) == []
 
 
-def test_changed_patch_diff_shows_the_key_path_and_no_secret(ansible, fixtures, tmp_path):
+def test_changed_patch_diff_shows_the_key_path_and_no_secret(ansible, sample, tmp_path):
     dest = tmp_path / "cp.yaml"
     tasks = f"""
     - name: render
       ferro.talos.talos_config:
-        secrets_file: {fixtures}/{STABILITY}
+        secrets_file: {sample.secrets}
         machine_type: controlplane
         cluster_name: demo
         cluster_endpoint: https://10.5.0.10:6443
@@ -279,14 +279,14 @@ def test_changed_patch_diff_shows_the_key_path_and_no_secret(ansible, fixtures, 
     assert "cluster.extraManifests" in risky
     assert "machine.install.image" in risky
     assert "+        image: ghcr.io/siderolabs/installer:v1.13.6" in run.stdout
-    forms = secret_forms((fixtures / STABILITY).read_text())
+    forms = secret_forms((sample.secrets).read_text())
     assert leaks(run.output, forms) == []
     assert leaks(repr(run.results), forms) == []
     assert "******" in run.stdout
 
 
-def test_patch_an_existing_config(ansible, fixtures, tmp_path):
-    base = fixtures / "v1.13.6" / "stability-v1.13-base-worker.yaml"
+def test_patch_an_existing_config(ansible, sample, tmp_path):
+    base = sample.worker
     dest = tmp_path / "patched.yaml"
     tasks = f"""
     - name: patch
@@ -344,16 +344,19 @@ BAD_INPUTS = [
 
 
 @pytest.mark.parametrize("name,args,expected", BAD_INPUTS, ids=[b[0] for b in BAD_INPUTS])
-def test_bad_input_fails_clearly_and_writes_nothing(ansible, fixtures, tmp_path, name, args, expected):
+def test_bad_input_fails_clearly_and_writes_nothing(ansible, sample, tmp_path, name, args, expected):
     out = tmp_path / "out"
     out.mkdir()
     dest = out / "dest.yaml"
 
-    good = (fixtures / STABILITY).read_text()
+    good = (sample.secrets).read_text()
     truncated = tmp_path / "truncated.yaml"
     truncated.write_text(good[: len(good) // 2])
     corrupt = tmp_path / "corrupt.yaml"
-    corrupt.write_text(good.replace("LS0tLS1CRUdJTiBFQyBQUklWQVRFIEtFWS0tLS0t", "not base64 at all!!", 1))
+    # The base64 of "-----BEGIN EC PRIVATE KEY-----", the start of every EC key field.
+    ec_key = "LS0tLS1CRUdJTiBFQyBQUklWQVRFIEtFWS0tLS0t"
+    assert ec_key in good
+    corrupt.write_text(good.replace(ec_key, "not base64 at all!!", 1))
     # The tests run as root, which ignores directory permissions: a file where the parent
     # directory should be makes dest unwritable for anyone.
     blocker = tmp_path / "blocker"
@@ -363,7 +366,7 @@ def test_bad_input_fails_clearly_and_writes_nothing(ansible, fixtures, tmp_path,
         if isinstance(value, str):
             for key, path in (("{truncated}", truncated), ("{corrupt}", corrupt), ("{blocker}", blocker)):
                 value = value.replace(key, str(path))
-            return value.replace("{s}", str(fixtures / STABILITY)).replace("{d}", str(dest))
+            return value.replace("{s}", str(sample.secrets)).replace("{d}", str(dest))
         if isinstance(value, list):
             return [fill(v) for v in value]
         if isinstance(value, dict):
@@ -383,11 +386,11 @@ def test_bad_input_fails_clearly_and_writes_nothing(ansible, fixtures, tmp_path,
     assert blocker.read_text() == "a file, not a directory\n"
 
 
-def test_return_content_masks_secrets(ansible, fixtures, tmp_path):
+def test_return_content_masks_secrets(ansible, sample, tmp_path):
     tasks = f"""
     - name: render
       ferro.talos.talos_config:
-        secrets_file: {fixtures}/{STABILITY}
+        secrets_file: {sample.secrets}
         machine_type: controlplane
         cluster_name: demo
         cluster_endpoint: https://10.5.0.10:6443
@@ -397,6 +400,6 @@ def test_return_content_masks_secrets(ansible, fixtures, tmp_path):
     assert run.rc == 0, run.output
     config = run.task("render")["result"]["config"]
     assert "clusterName: demo" in config
-    forms = secret_forms((fixtures / STABILITY).read_text())
+    forms = secret_forms((sample.secrets).read_text())
     assert leaks(config, forms) == [] and leaks(run.output, forms) == []
     assert "********" in config

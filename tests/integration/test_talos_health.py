@@ -147,9 +147,9 @@ def test_cluster_before_bootstrap_fails_clearly(ansible, sim_factory, tmp_path):
     assert ("etcd is running and healthy", info["cps"][0]) in by_status(result, "failed")
 
 
-def test_nodes_in_maintenance_mode_fail_on_the_api_check(ansible, sim_factory, fixtures, tmp_path):
+def test_nodes_in_maintenance_mode_fail_on_the_api_check(ansible, sim_factory, sample, tmp_path):
     sim = sim_factory(control_planes=1, workers=0)
-    secrets = fixtures / "v1.13.6" / "stability-secrets.yaml"
+    secrets = sample.secrets
     run, result = gate(ansible, {"node": sim.addresses[0], "secrets_file": str(secrets), "timeout": 2})
     assert run.rc != 0
     assert result["msg"].startswith(f"health check 'Talos API answers' failed on {sim.addresses[0]}: "), result["msg"]
@@ -177,10 +177,10 @@ BAD_INPUTS = [
 
 
 @pytest.mark.parametrize("name,args,expected", BAD_INPUTS, ids=[b[0] for b in BAD_INPUTS])
-def test_bad_input_fails_clearly(ansible, fixtures, tmp_path, name, args, expected):
+def test_bad_input_fails_clearly(ansible, sample, tmp_path, name, args, expected):
     out = tmp_path / "out"
     out.mkdir()
-    secrets = fixtures / "v1.13.6" / "stability-secrets.yaml"
+    secrets = sample.secrets
 
     def fill(value):
         if isinstance(value, str):

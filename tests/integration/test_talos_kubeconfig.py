@@ -145,10 +145,10 @@ BAD_INPUTS = [
 
 
 @pytest.mark.parametrize("name,args,expected", BAD_INPUTS, ids=[b[0] for b in BAD_INPUTS])
-def test_bad_input_fails_clearly_and_writes_nothing(ansible, fixtures, tmp_path, name, args, expected):
+def test_bad_input_fails_clearly_and_writes_nothing(ansible, sample, tmp_path, name, args, expected):
     out = tmp_path / "out"
     out.mkdir()
-    secrets = fixtures / "v1.13.6" / "stability-secrets.yaml"
+    secrets = sample.secrets
 
     def fill(value):
         if isinstance(value, str):

@@ -407,8 +407,8 @@ BAD_INPUTS = [
 
 
 @pytest.mark.parametrize("name,args,expected", BAD_INPUTS, ids=[b[0] for b in BAD_INPUTS])
-def test_bad_input(ansible, fixtures, name, args, expected):
-    task_args = {"node": "127.0.251.9", "secrets_file": str(fixtures / "v1.13.6" / "stability-secrets.yaml"), **args}
+def test_bad_input(ansible, sample, name, args, expected):
+    task_args = {"node": "127.0.251.9", "secrets_file": str(sample.secrets), **args}
     task_args = {k: v for k, v in task_args.items() if v is not None}
     task = {"name": "bad", "ferro.talos.talos_upgrade": task_args}
     run = ansible.run(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": [task]}]))
