@@ -53,15 +53,14 @@ fn activate(st: &mut State, idx: usize, cfg: StoredConfig, persist: bool) {
     if persist {
         n.persisted = Some(cfg.clone());
     }
-    let was_maintenance = n.active.is_none();
     n.active = Some(cfg);
     n.config_version += 1;
     n.config_updated = std::time::SystemTime::now();
-    if !was_maintenance {
-        match tls::NodeTls::build(n, ca_key) {
-            Ok(t) => n.tls = Some(Arc::new(t)),
-            Err(e) => eprintln!("talos-sim: node {idx}: keeping previous TLS config: {e:#}"),
-        }
+    // New connections get the new personality at once: a node leaving maintenance mode answers
+    // with mutual TLS from here on (upstream's apid swaps its listener), before any install.
+    match tls::NodeTls::build(n, ca_key) {
+        Ok(t) => n.tls = Some(Arc::new(t)),
+        Err(e) => eprintln!("talos-sim: node {idx}: keeping previous TLS config: {e:#}"),
     }
     crate::state::refresh_unsigned_tls(st);
 }
@@ -211,9 +210,9 @@ pub fn apply(
         _ => {
             activate(&mut st, idx, new, true);
             if maintenance {
-                // Leaving maintenance: the node installs and reboots into the configured personality.
+                // Leaving maintenance: install and reboot, or boot on when already installed.
                 drop(st);
-                shared.reboot(idx, new_uuid(), "install");
+                crate::install::leave_maintenance(shared, idx);
             }
         }
     }

@@ -19,6 +19,10 @@ pub struct SimConfig {
     pub node_versions: BTreeMap<usize, String>,
     /// How long a rebooting node stays unreachable.
     pub reboot_downtime: Duration,
+    /// How long after a node's services start Bootstrap is refused with FailedPrecondition
+    /// ("bootstrap is not available yet", then "time is not in sync yet"), as a real node
+    /// refuses it until its CRI is up and its clock is synced.
+    pub bootstrap_settle: Duration,
     /// Where to serve the line-based JSON control protocol (fault injection, inspection).
     pub control_address: Option<SocketAddr>,
     /// Keep the state here (see `store.rs`). A directory that already holds a cluster brings it
@@ -37,6 +41,7 @@ impl Default for SimConfig {
             talos_version: "v1.13.6".into(),
             node_versions: BTreeMap::new(),
             reboot_downtime: Duration::from_millis(1500),
+            bootstrap_settle: Duration::ZERO,
             control_address: None,
             state_dir: None,
         }

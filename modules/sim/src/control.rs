@@ -3,6 +3,7 @@
 //!
 //! Requests (`node` is an index or a current address):
 //! `{"op":"status"}`, `{"op":"reboot","node":0}`, `{"op":"power_on","node":0}`,
+//! `{"op":"boot_media","node":0,"attached":true}` (installation media for a wiped node),
 //! `{"op":"fault","node":0,"never_return":true,"next_address":"127.0.10.50","unreachable":false,
 //!   "etcd_down":false,"reject_config":"text","slow_ms":2000}` (only the given fields change;
 //!   null clears), or one fault by name: `{"op":"fault","node":0,"kind":"slow","delay_ms":2000}`
@@ -59,6 +60,9 @@ pub fn node_infos(shared: &Shared) -> Vec<NodeInfo> {
                 .is_some_and(|m| m.iter().any(|m| m.node == n.index)),
             has_staged_config: n.persisted.as_ref().map(|p| &p.raw)
                 != n.active.as_ref().map(|a| &a.raw),
+            installed: n.installed,
+            boot_media: n.boot_media,
+            unbootable: n.unbootable,
             images: n.images.iter().cloned().collect(),
             faults: n.faults.clone(),
         })
@@ -101,6 +105,12 @@ pub fn power_on(shared: &Shared, index: usize) -> Result<()> {
         bail!("node {index} is already up");
     }
     shared.boot(index)
+}
+
+pub fn set_boot_media(shared: &Shared, index: usize, attached: bool) -> Result<()> {
+    check_index(shared, index)?;
+    shared.lock().nodes[index].boot_media = attached;
+    Ok(())
 }
 
 fn node_index(shared: &Shared, req: &Value) -> Result<usize> {
@@ -182,6 +192,14 @@ fn handle(shared: &Arc<Shared>, line: &str) -> Result<Value> {
         }
         "power_on" => {
             power_on(shared, node_index(shared, &req)?)?;
+            Ok(json!({"ok": true}))
+        }
+        "boot_media" => {
+            let attached = req
+                .get("attached")
+                .and_then(Value::as_bool)
+                .context("attached: expected a bool")?;
+            set_boot_media(shared, node_index(shared, &req)?, attached)?;
             Ok(json!({"ok": true}))
         }
         "fault" => {

@@ -35,8 +35,10 @@
 mod apply;
 pub mod config;
 mod control;
+mod install;
 pub mod mcfg;
 pub mod pki;
+mod reset;
 mod routing;
 pub mod sample;
 mod server;
@@ -81,6 +83,12 @@ pub struct NodeInfo {
     pub stage: &'static str,
     pub etcd_member: bool,
     pub has_staged_config: bool,
+    /// Talos is on the system disk (false after a full system disk wipe, before an install).
+    pub installed: bool,
+    /// Installation media is attached.
+    pub boot_media: bool,
+    /// The last boot found nothing to boot from: down until powered on with media.
+    pub unbootable: bool,
     pub images: Vec<String>,
     pub faults: Faults,
 }
@@ -233,9 +241,15 @@ impl Cluster {
         control::reboot(&self.shared, index)
     }
 
-    /// Bring a node that stayed down (fault `never_return`) back up.
+    /// Bring a node that stayed down (fault `never_return`, powered off, nothing to boot) back up.
     pub fn power_on(&self, index: usize) -> Result<()> {
         control::power_on(&self.shared, index)
+    }
+
+    /// Attach or detach installation media (ISO, PXE): what a node without Talos on its disk
+    /// boots from.
+    pub fn set_boot_media(&self, index: usize, attached: bool) -> Result<()> {
+        control::set_boot_media(&self.shared, index, attached)
     }
 
     /// Waits until the node accepts TCP connections on its current address.

@@ -19,6 +19,11 @@ use ferro_talos_sim::store::{self, StoredCluster};
 use ferro_talos_sim::{Cluster, SimConfig, run};
 use serde_json::{Value, json};
 
+/// A real node refuses Bootstrap for a few seconds after boot (CRI not up, clock not synced);
+/// the simulator's binary does the same by default, so clients have to retry as they must
+/// against Talos.
+const BOOTSTRAP_SETTLE_MS: u64 = 2000;
+
 #[derive(Parser, Debug)]
 #[command(
     name = "talos-sim",
@@ -96,6 +101,10 @@ struct RunArgs {
     /// How long a rebooting node is unreachable, in milliseconds.
     #[arg(long, default_value_t = 1500)]
     reboot_downtime_ms: u64,
+    /// For how long after a node's services start Bootstrap is refused (FailedPrecondition, as
+    /// on a real node whose CRI or clock is not ready yet), in milliseconds.
+    #[arg(long, default_value_t = BOOTSTRAP_SETTLE_MS)]
+    bootstrap_settle_ms: u64,
     /// Serve the JSON-lines control protocol here (fault injection, inspection), e.g. 127.0.0.1:50999.
     #[arg(long)]
     control_address: Option<SocketAddr>,
@@ -132,6 +141,9 @@ struct UpArgs {
     /// How long a rebooting node is unreachable, in milliseconds [default: 1500, or the stored one].
     #[arg(long)]
     reboot_downtime_ms: Option<u64>,
+    /// For how long after a node's services start Bootstrap is refused, in milliseconds.
+    #[arg(long, default_value_t = BOOTSTRAP_SETTLE_MS)]
+    bootstrap_settle_ms: u64,
     /// Control protocol address [default: 127.0.0.1 on a free port]; recorded in DIR/run.json.
     #[arg(long)]
     control_address: Option<SocketAddr>,
@@ -247,6 +259,7 @@ fn run_flags(args: RunArgs) -> Result<()> {
         talos_version: normalize_version(&args.talos_version)?,
         node_versions: parse_node_versions(&args.node_versions)?,
         reboot_downtime: Duration::from_millis(args.reboot_downtime_ms),
+        bootstrap_settle: Duration::from_millis(args.bootstrap_settle_ms),
         control_address: args.control_address,
         state_dir: None,
     };
@@ -354,6 +367,7 @@ fn up(a: UpArgs) -> Result<()> {
             .reboot_downtime_ms
             .map(Duration::from_millis)
             .unwrap_or(defaults.reboot_downtime),
+        bootstrap_settle: Duration::from_millis(a.bootstrap_settle_ms),
         // stop/status/fault need a control port.
         control_address: Some(
             a.control_address

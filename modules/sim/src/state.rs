@@ -87,9 +87,11 @@ pub struct EventRec {
 #[serde(rename_all = "lowercase")]
 pub enum Stage {
     Booting,
+    Installing,
     Maintenance,
     Running,
     Rebooting,
+    ShuttingDown,
     Resetting,
     Upgrading,
 }
@@ -99,9 +101,11 @@ impl Stage {
         use pb::machine_status_event::MachineStage as S;
         match self {
             Stage::Booting => S::Booting,
+            Stage::Installing => S::Installing,
             Stage::Maintenance => S::Maintenance,
             Stage::Running => S::Running,
             Stage::Rebooting => S::Rebooting,
+            Stage::ShuttingDown => S::ShuttingDown,
             Stage::Resetting => S::Resetting,
             Stage::Upgrading => S::Upgrading,
         }
@@ -109,9 +113,11 @@ impl Stage {
     pub fn yaml_name(self) -> &'static str {
         match self {
             Stage::Booting => "booting",
+            Stage::Installing => "installing",
             Stage::Maintenance => "maintenance",
             Stage::Running => "running",
             Stage::Rebooting => "rebooting",
+            Stage::ShuttingDown => "shutting down",
             Stage::Resetting => "resetting",
             Stage::Upgrading => "upgrading",
         }
@@ -154,6 +160,17 @@ pub struct Node {
     pub config_updated: SystemTime,
     /// A try-mode config runs and is rolled back at this time (kept across a restart).
     pub try_rollback_at: Option<SystemTime>,
+    /// Talos is installed on the system disk (upstream: its META partition exists), so the node
+    /// boots from disk: with the config on STATE, or into maintenance mode without one.
+    pub installed: bool,
+    /// Installation media (ISO, PXE) is attached: a node with nothing installed boots from it
+    /// into maintenance mode; without it such a node has nothing to boot.
+    pub boot_media: bool,
+    /// The last boot found nothing to boot from (system disk wiped, no media): the node stays
+    /// down until it is powered on with media.
+    pub unbootable: bool,
+    /// When the node's services started this boot; Bootstrap is refused for a while after it.
+    pub running_since: Option<Instant>,
 }
 
 impl Node {
@@ -167,6 +184,14 @@ impl Node {
     pub fn maintenance(&self) -> bool {
         self.active.is_none()
     }
+    /// The disk Talos is installed on (the simulator's nodes have one system disk).
+    pub fn system_disk(&self) -> &'static str {
+        SYSTEM_DISK
+    }
+    /// The disks beside the system disk that `Reset` can wipe as user disks.
+    pub fn user_disks(&self) -> &'static [&'static str] {
+        USER_DISKS
+    }
     pub fn listening(&self) -> bool {
         self.up && !self.faults.unreachable
     }
@@ -178,6 +203,10 @@ impl Node {
         }
     }
 }
+
+/// Every simulated node has the same two disks: Talos on the first, a data disk beside it.
+const SYSTEM_DISK: &str = "/dev/sda";
+const USER_DISKS: &[&str] = &["/dev/sdb"];
 
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct EtcdMember {
@@ -192,6 +221,8 @@ pub struct State {
     /// HealthCheck fails with this text while set.
     pub health_fail: Option<String>,
     pub reboot_downtime: Duration,
+    /// For this long after a node's services start, Bootstrap answers FailedPrecondition.
+    pub bootstrap_settle: Duration,
     event_counter: u64,
 }
 
@@ -391,6 +422,11 @@ impl Shared {
                 config_version: 0,
                 config_updated: SystemTime::now(),
                 try_rollback_at: None,
+                // A new machine: an empty disk, booted from installation media.
+                installed: false,
+                boot_media: true,
+                unbootable: false,
+                running_since: None,
             };
             nodes.push(node);
         }
@@ -399,6 +435,7 @@ impl Shared {
             etcd: None,
             health_fail: None,
             reboot_downtime: cfg.reboot_downtime,
+            bootstrap_settle: cfg.bootstrap_settle,
             event_counter: 0,
         };
         if let Some(r) = &restored {
@@ -474,10 +511,17 @@ impl Shared {
         n.up = true;
         n.generation += 1;
         n.stage = if n.active.is_some() {
+            // It kept running while the simulator was stopped: long past its settling time.
+            n.running_since = Some(Instant::now());
             Stage::Running
         } else {
             Stage::Maintenance
         };
+        let settled = Instant::now().checked_sub(st.bootstrap_settle);
+        let n = &mut st.nodes[idx];
+        if n.running_since.is_some() {
+            n.running_since = settled.or(n.running_since);
+        }
         let stage = n.stage;
         self.publish(&mut st, idx, "", machine_status_event(stage, true));
         refresh_unsigned_tls(&mut st);
@@ -520,15 +564,12 @@ impl Shared {
         }
     }
 
-    /// Finish a boot: load the persisted config, take pending versions/addresses, new boot id,
-    /// fresh TLS personality, start listening.
+    /// Finish a boot: take pending versions/addresses, new boot id, then boot from what the
+    /// disks hold. An installed node boots from its system disk with the config on STATE (or
+    /// into maintenance mode without one); a node with nothing installed boots from
+    /// installation media into maintenance mode, or, without media, does not come up at all.
     pub fn boot(&self, idx: usize) -> anyhow::Result<()> {
         let mut st = self.lock();
-        let ca_key = st
-            .nodes
-            .get(idx)
-            .and_then(|n| n.persisted.as_ref())
-            .and_then(|c| trustd_key(&st, c));
         let Some(n) = st.nodes.get_mut(idx) else {
             anyhow::bail!("no node {idx}");
         };
@@ -538,21 +579,54 @@ impl Shared {
         if let Some(v) = n.pending_version.take() {
             n.version = v;
         }
-        n.active = n.persisted.clone();
         n.boot_id = new_uuid();
         n.events.clear();
         n.reboot_pending = false;
         n.upgrade_running = false;
         n.try_token += 1;
         n.try_rollback_at = None;
+        n.running_since = None;
+        if !n.installed && !n.boot_media {
+            // Nothing to boot: the firmware stops at "no bootable device".
+            n.unbootable = true;
+            n.up = false;
+            n.active = None;
+            n.stage = Stage::Booting;
+            self.notify(&st, idx);
+            return Ok(());
+        }
+        n.unbootable = false;
+        // From media there is no STATE partition, so no config: maintenance mode.
+        n.active = if n.installed {
+            n.persisted.clone()
+        } else {
+            None
+        };
         if let Some(h) = n.active.as_ref().and_then(StoredConfig::hostname) {
             n.hostname = h;
         }
+        drop(st);
+        self.start(idx)
+    }
+
+    /// The rest of a boot, also run when a node leaves maintenance mode without a reboot:
+    /// a TLS personality for the running config, listening, services and the stage.
+    pub fn start(&self, idx: usize) -> anyhow::Result<()> {
+        let mut st = self.lock();
+        let ca_key = st
+            .nodes
+            .get(idx)
+            .and_then(|n| n.active.as_ref())
+            .and_then(|c| trustd_key(&st, c));
+        let Some(n) = st.nodes.get_mut(idx) else {
+            anyhow::bail!("no node {idx}");
+        };
         let node_tls = tls::NodeTls::build(n, ca_key)?;
         n.tls = Some(Arc::new(node_tls));
         n.up = true;
         n.generation += 1;
         n.stage = if n.active.is_some() {
+            n.running_since = Some(Instant::now());
             Stage::Running
         } else {
             Stage::Maintenance
@@ -595,11 +669,15 @@ impl Shared {
             return;
         };
         for n in st.nodes.iter_mut() {
-            if n.up && n.is_control_plane() && !members.iter().any(|m| m.node == n.index) {
-                members.push(EtcdMember {
-                    node: n.index,
-                    id: rand::random::<u64>() >> 1,
-                });
+            if n.up && n.is_control_plane() {
+                if !members.iter().any(|m| m.node == n.index) {
+                    members.push(EtcdMember {
+                        node: n.index,
+                        id: rand::random::<u64>() >> 1,
+                    });
+                }
+                // A member that was left registered (a reset without leaving etcd) rejoins
+                // under its old id; upstream it would have to be removed first.
                 n.etcd_data = true;
             }
         }
@@ -652,6 +730,27 @@ impl Shared {
             if let Err(e) = shared.boot(idx) {
                 eprintln!("talos-sim: node {idx} failed to boot: {e:#}");
             }
+        });
+    }
+
+    /// Power node `idx` off after a reset with `reboot: false`: it stays down until powered on.
+    pub fn power_off(self: &Arc<Self>, idx: usize, actor_id: String) {
+        let shared = self.clone();
+        tokio::spawn(async move {
+            let mut st = shared.lock();
+            shared.publish(
+                &mut st,
+                idx,
+                &actor_id,
+                machine_status_event(Stage::ShuttingDown, false),
+            );
+            let Some(n) = st.nodes.get_mut(idx) else {
+                return;
+            };
+            n.up = false;
+            n.stage = Stage::ShuttingDown;
+            n.generation += 1;
+            shared.notify(&st, idx);
         });
     }
 
@@ -757,6 +856,10 @@ fn restore_into(st: &mut State, r: &Restored) -> anyhow::Result<()> {
         n.config_updated = crate::store::from_unix_ms(s.config_updated_unix_ms);
         n.try_rollback_at = s.try_rollback_unix_ms.map(crate::store::from_unix_ms);
         n.faults = s.faults.clone();
+        n.installed = s
+            .installed
+            .unwrap_or(s.running_config.is_some() || s.next_boot_config.is_some());
+        n.boot_media = s.boot_media;
     }
     st.etcd = c
         .etcd_members

@@ -95,6 +95,16 @@ pub struct StoredNode {
     pub try_rollback_unix_ms: Option<u64>,
     #[serde(default)]
     pub faults: Faults,
+    /// Talos is on the system disk; absent in older state files, where a node with a config
+    /// was installed.
+    #[serde(default)]
+    pub installed: Option<bool>,
+    #[serde(default = "media_attached")]
+    pub boot_media: bool,
+}
+
+fn media_attached() -> bool {
+    true
 }
 
 /// `run.json`.
@@ -144,6 +154,8 @@ fn stored_node(n: &Node) -> StoredNode {
         config_updated_unix_ms: unix_ms(n.config_updated),
         try_rollback_unix_ms: n.try_rollback_at.map(unix_ms),
         faults: n.faults.clone(),
+        installed: Some(n.installed),
+        boot_media: n.boot_media,
     }
 }
 

@@ -814,11 +814,18 @@ async fn events_kubeconfig_reset_and_reboot_faults() {
     );
     let mut m = machine(cluster.endpoint(0).unwrap(), admin()).await;
 
-    // Reset: back to maintenance mode after the reboot, etcd gone with its only member.
+    // Reset of STATE and EPHEMERAL: back to maintenance mode after the reboot, etcd gone
+    // with its only member.
     m.bootstrap(BootstrapRequest::default()).await.unwrap();
     m.reset(ResetRequest {
         graceful: true,
         reboot: true,
+        system_partitions_to_wipe: ["STATE", "EPHEMERAL"]
+            .map(|label| ResetPartitionSpec {
+                label: label.into(),
+                wipe: true,
+            })
+            .to_vec(),
         ..Default::default()
     })
     .await
@@ -984,7 +991,10 @@ async fn impersonation_staged_maintenance_and_moved_targets() {
     let cluster = start(2, 0).await;
     let ep1 = cluster.endpoint(1).unwrap();
 
-    // STAGED in maintenance: stored, the node stays in maintenance until it reboots.
+    // STAGED in maintenance only writes the persistent config (upstream v1.13.9
+    // v1alpha1_server.go ApplyConfiguration: SetPersistedConfig, no SetConfig), so the node stays
+    // in maintenance mode; booted from installation media it has no STATE partition to keep it
+    // on, so after a reboot it is in maintenance mode again.
     let mut m1 = machine(ep1, insecure()).await;
     let r = m1
         .apply_configuration(apply_req(&CP, Mode::Staged, false))
@@ -994,9 +1004,10 @@ async fn impersonation_staged_maintenance_and_moved_targets() {
     assert_eq!(r.messages[0].mode, Mode::Staged as i32);
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(cluster.node(1).unwrap().maintenance);
+    assert!(cluster.node(1).unwrap().has_staged_config);
     cluster.reboot(1).unwrap();
     wait_back(&cluster, 1).await;
-    assert!(!cluster.node(1).unwrap().maintenance);
+    assert!(cluster.node(1).unwrap().maintenance);
 
     configure(&cluster, 0, &CP).await;
     let ep0 = cluster.endpoint(0).unwrap();

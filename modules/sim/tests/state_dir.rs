@@ -222,6 +222,9 @@ async fn a_configured_cluster_survives_stop_and_up() {
             "0",
             "--reboot-downtime-ms",
             "200",
+            // Bootstrap right away; tests/bootstrap.rs covers the settling time.
+            "--bootstrap-settle-ms",
+            "0",
         ],
     );
     assert!(

@@ -295,6 +295,16 @@ impl MachineService for Machine {
         let messages = self.0.unary(request.metadata(), &path("Bootstrap"), |t| {
             let mut st = shared.lock();
             let n = &st.nodes[t.idx];
+            // Upstream's order (v1alpha1_server.go Bootstrap at v1.13.9): the CRI must be up,
+            // the node a control plane, its clock synced, etcd's data directory empty. A node
+            // whose services just started fails the first and the third for a while.
+            let settle = st.bootstrap_settle;
+            let up_for = n.running_since.map(|t| t.elapsed()).unwrap_or_default();
+            if up_for < settle / 2 {
+                return Err(Status::failed_precondition(
+                    "bootstrap is not available yet",
+                ));
+            }
             match n.machine_type() {
                 None => {
                     return Err(Status::unimplemented(
@@ -307,6 +317,9 @@ impl MachineService for Machine {
                     ));
                 }
                 _ => {}
+            }
+            if up_for < settle {
+                return Err(Status::failed_precondition("time is not in sync yet"));
             }
             if n.etcd_data {
                 return Err(Status::already_exists("etcd data directory is not empty"));
@@ -605,17 +618,11 @@ impl MachineService for Machine {
         request: Request<ResetRequest>,
     ) -> Result<Response<ResetResponse>, Status> {
         let shared = self.shared().clone();
+        let req = request.get_ref().clone();
         let messages = self.0.unary(request.metadata(), &path("Reset"), |t| {
-            let mut st = shared.lock();
-            st.leave_etcd(t.idx);
-            let n = &mut st.nodes[t.idx];
-            n.persisted = None;
-            n.pending_version = None;
-            n.stage = state::Stage::Resetting;
-            drop(st);
+            let plan = crate::reset::plan(&shared.lock().nodes[t.idx], &req)?;
             let actor = new_uuid();
-            // The simulator always reboots after a reset (into maintenance mode).
-            shared.reboot(t.idx, actor.clone(), "reset");
+            crate::reset::run(&shared, t.idx, plan, actor.clone());
             one(Reset {
                 metadata: None,
                 actor_id: actor,

@@ -175,8 +175,8 @@ pub fn with_nodes<T>(msg: T, nodes: &[&str]) -> tonic::Request<T> {
     r
 }
 
-/// Applies the fixture config to node `i` in maintenance mode and waits until it is back
-/// with mTLS.
+/// Applies a config to node `i` in maintenance mode and waits until it runs it: after the
+/// install reboot when it booted from media, at once when Talos was installed already.
 pub async fn configure(cluster: &Cluster, i: usize, cfg: &str) {
     use ferro_talos_proto::machine::{
         ApplyConfigurationRequest, apply_configuration_request::Mode,
@@ -196,7 +196,15 @@ pub async fn configure(cluster: &Cluster, i: usize, cfg: &str) {
         r.messages[0].mode_details,
         "Applied configuration without a reboot"
     );
-    wait_back(cluster, i).await;
+    for _ in 0..400 {
+        let n = cluster.node(i).unwrap();
+        if !n.maintenance && n.stage == "running" && n.listening {
+            assert!(cluster.wait_listening(i, Duration::from_secs(5)).await);
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("node {i} does not run its config");
 }
 
 /// Waits until node `i` is down and up again (a reboot).

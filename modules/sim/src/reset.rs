@@ -1,0 +1,198 @@
+//! MachineService/Reset, as Talos 1.13.9 validates and carries it out.
+//!
+//! Upstream: the handler in `internal/app/machined/internal/server/v1alpha1/v1alpha1_server.go`
+//! (Reset) checks the request, starts the Reset sequence in the background and answers at once
+//! with an actor id; the sequence (`internal/app/machined/pkg/runtime/v1alpha1/v1alpha1_sequencer.go`
+//! Reset and `v1alpha1_sequencer_tasks.go`) leaves etcd when graceful on a control plane, stops
+//! everything, wipes, then reboots (`reboot: true`) or powers off. What it wipes:
+//! - no system partition labels and a mode other than USER_DISKS: the whole system disk,
+//!   partition table and bootloader included, so the node boots only from installation media;
+//! - labels: only those volumes (STATE holds the config, EPHEMERAL etcd's data); a node booting
+//!   from disk without STATE comes up in maintenance mode;
+//! - USER_DISKS with no disks: nothing at all.
+//!
+//! Validation errors are plain Go errors there, so they reach a client as code Unknown.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferro_talos_proto::machine as pb;
+use ferro_talos_proto::machine::reset_request::WipeMode;
+use ferro_talos_proto::machine::{ResetPartitionSpec, ResetRequest};
+use tonic::Status;
+
+use crate::state::{Node, Shared, Stage, machine_status_event, sequence_event, task_event};
+
+/// The system volumes a reset can name (upstream's system VolumeConfigs:
+/// `internal/app/machined/pkg/controllers/block/internal/volumes/volumeconfig/system_volumes.go`).
+const SYSTEM_VOLUMES: [&str; 3] = ["META", "STATE", "EPHEMERAL"];
+
+/// What a reset request wipes on the system disk.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SystemWipe {
+    /// The whole disk, bootloader included.
+    WholeDisk,
+    /// These volumes (a subset of [`SYSTEM_VOLUMES`]); empty wipes nothing.
+    Volumes(Vec<String>),
+}
+
+/// A validated reset: what goes and what happens afterwards.
+#[derive(Clone, Debug)]
+pub struct ResetPlan {
+    pub graceful: bool,
+    pub reboot: bool,
+    pub system: SystemWipe,
+    pub user_disks: Vec<String>,
+}
+
+/// Checks a request against the node the way the upstream handler does.
+pub fn plan(node: &Node, req: &ResetRequest) -> Result<ResetPlan, Status> {
+    let mode = WipeMode::try_from(req.mode).unwrap_or(WipeMode::All);
+    if !req.user_disks_to_wipe.is_empty() {
+        if mode == WipeMode::SystemDisk {
+            return Err(Status::unknown(
+                "reset failed: invalid input, wipe mode SYSTEM_DISK doesn't support UserDisksToWipe parameter",
+            ));
+        }
+        for device in &req.user_disks_to_wipe {
+            if device == node.system_disk() {
+                return Err(Status::unknown(format!(
+                    "reset user disk failed: device {device} is the system disk"
+                )));
+            }
+            if !node.user_disks().contains(&device.as_str()) {
+                return Err(Status::unknown(format!(
+                    "reset user disk failed: device {device} wasn't found"
+                )));
+            }
+        }
+    }
+    if !req.system_partitions_to_wipe.is_empty() && mode == WipeMode::UserDisks {
+        return Err(Status::unknown(
+            "reset failed: invalid input, wipe mode USER_DISKS doesn't support SystemPartitionsToWipe parameter",
+        ));
+    }
+    for ResetPartitionSpec { label, .. } in &req.system_partitions_to_wipe {
+        if !SYSTEM_VOLUMES.contains(&label.as_str()) {
+            // Upstream wraps the resource store's not-found error after this prefix.
+            return Err(Status::unknown(format!(
+                "failed to get volume status with label {label:?}: volume not found"
+            )));
+        }
+    }
+    let system = if mode != WipeMode::UserDisks && req.system_partitions_to_wipe.is_empty() {
+        SystemWipe::WholeDisk
+    } else {
+        SystemWipe::Volumes(
+            req.system_partitions_to_wipe
+                .iter()
+                .filter(|s| s.wipe)
+                .map(|s| s.label.clone())
+                .collect(),
+        )
+    };
+    let user_disks = if mode == WipeMode::SystemDisk {
+        Vec::new()
+    } else {
+        req.user_disks_to_wipe.clone()
+    };
+    Ok(ResetPlan {
+        graceful: req.graceful,
+        reboot: req.reboot,
+        system,
+        user_disks,
+    })
+}
+
+/// The Reset sequence, after the handler has answered.
+pub fn run(shared: &Arc<Shared>, idx: usize, plan: ResetPlan, actor: String) {
+    let shared = shared.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        use pb::sequence_event::Action as A;
+        {
+            let mut st = shared.lock();
+            let Some(n) = st.nodes.get_mut(idx) else {
+                return;
+            };
+            n.stage = Stage::Resetting;
+            let leave = plan.graceful && n.is_control_plane() && n.etcd_data;
+            let etcd_down = n.faults.etcd_down;
+            shared.publish(&mut st, idx, &actor, sequence_event("reset", A::Start));
+            shared.publish(
+                &mut st,
+                idx,
+                &actor,
+                machine_status_event(Stage::Resetting, false),
+            );
+            if leave && etcd_down {
+                // Leaving etcd fails, which aborts the whole sequence upstream: nothing is wiped.
+                shared.publish(&mut st, idx, &actor, sequence_event("reset", A::Stop));
+                st.nodes[idx].stage = Stage::Running;
+                shared.publish(
+                    &mut st,
+                    idx,
+                    &actor,
+                    machine_status_event(Stage::Running, true),
+                );
+                return;
+            }
+            if leave {
+                st.leave_etcd(idx);
+            }
+            // talosctl reset --wait counts this task as done (before anything is wiped).
+            shared.publish(
+                &mut st,
+                idx,
+                &actor,
+                task_event("stopAllServices", pb::task_event::Action::Start),
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        {
+            let mut st = shared.lock();
+            let Some(n) = st.nodes.get_mut(idx) else {
+                return;
+            };
+            match &plan.system {
+                SystemWipe::WholeDisk => {
+                    n.installed = false;
+                    n.persisted = None;
+                    n.pending_version = None;
+                    n.etcd_data = false;
+                }
+                SystemWipe::Volumes(labels) => {
+                    for label in labels {
+                        match label.as_str() {
+                            "META" => n.installed = false,
+                            "STATE" => n.persisted = None,
+                            "EPHEMERAL" => n.etcd_data = false,
+                            _ => {}
+                        }
+                    }
+                }
+            }
+            if !plan.user_disks.is_empty() {
+                // The simulated data disks hold nothing the simulator tracks; the task shows in
+                // the events as upstream's does.
+                shared.publish(
+                    &mut st,
+                    idx,
+                    &actor,
+                    task_event("resetUserDisks", pb::task_event::Action::Stop),
+                );
+            }
+            // With no member's data left anywhere, the etcd cluster is gone: the next control
+            // plane has to be bootstrapped again.
+            if st.etcd.is_some() && !st.nodes.iter().any(|n| n.etcd_data) {
+                st.etcd = None;
+            }
+            shared.publish(&mut st, idx, &actor, sequence_event("reset", A::Stop));
+        }
+        if plan.reboot {
+            shared.reboot(idx, actor, "reboot");
+        } else {
+            shared.power_off(idx, actor);
+        }
+    });
+}
