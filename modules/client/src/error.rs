@@ -34,6 +34,10 @@ pub enum ErrorKind {
     InvalidConfig { reason: String },
     /// The thing already exists (e.g. etcd already bootstrapped).
     AlreadyExists,
+    /// The node cannot do this yet (`FailedPrecondition`): it is still starting (Bootstrap
+    /// before its CRI is up or its clock synced) or busy with another apply or upgrade. The same
+    /// call may succeed later.
+    NotReady,
     /// The resource or file does not exist.
     NotFound,
     /// The node does not implement this call (version, machine type or mode).
@@ -150,6 +154,9 @@ impl ClientError {
                 )
             }
             ErrorKind::AlreadyExists => "it already exists".into(),
+            ErrorKind::NotReady => "the node is not ready for this yet (still starting, or busy \
+                 with another operation); try again in a moment"
+                .into(),
             ErrorKind::NotFound => "not found".into(),
             ErrorKind::Unimplemented => "the node does not support this call \
                  (Talos version, machine type or mode)"
@@ -199,6 +206,7 @@ fn kind_for_status(operation: &str, code: Code, message: &str) -> ErrorKind {
         Code::PermissionDenied => ErrorKind::PermissionDenied,
         Code::Unauthenticated => ErrorKind::ClientCertRejected,
         Code::AlreadyExists => ErrorKind::AlreadyExists,
+        Code::FailedPrecondition => ErrorKind::NotReady,
         Code::NotFound => ErrorKind::NotFound,
         Code::Unimplemented if lower.contains("machine type is not set") => {
             ErrorKind::MaintenanceMode
@@ -402,6 +410,16 @@ mod tests {
         assert_eq!(
             status_err("x", Code::AlreadyExists, "etcd data directory is not empty").kind,
             ErrorKind::AlreadyExists
+        );
+        // v1alpha1_server.go Bootstrap (v1.13.9) answers these while a node settles.
+        assert_eq!(
+            status_err(
+                "bootstrap",
+                Code::FailedPrecondition,
+                "time is not in sync yet"
+            )
+            .kind,
+            ErrorKind::NotReady
         );
         assert_eq!(
             status_err("x", Code::NotFound, "no such file").kind,

@@ -8,6 +8,9 @@ use serde_json::json;
 
 use crate::connection::{self, Target, client_error, with_connection_options};
 
+/// How long to wait before asking a node that was not ready to bootstrap again.
+const BOOTSTRAP_RETRY: Duration = Duration::from_millis(500);
+
 pub fn spec() -> Spec {
     with_connection_options(Spec::new())
         .option(
@@ -146,18 +149,39 @@ async fn bootstrap(
                 target.node
             )));
     }
+    let deadline = Instant::now() + timeout;
     let client = connection::connect(target, &creds, opts.clone())
         .await
         .map_err(|e| client_error(ctx, e))?;
-    match client.bootstrap().await {
-        Ok(()) => {}
-        Err(e) if e.kind == ErrorKind::AlreadyExists => {
-            return Ok(result.with("bootstrap_needed", false).msg(format!(
-                "etcd on {} is already bootstrapped (etcd data directory is not empty)",
-                target.node
-            )));
+    loop {
+        match client.bootstrap().await {
+            Ok(()) => break,
+            Err(e) if e.kind == ErrorKind::AlreadyExists => {
+                return Ok(result.with("bootstrap_needed", false).msg(format!(
+                    "etcd on {} is already bootstrapped (etcd data directory is not empty)",
+                    target.node
+                )));
+            }
+            // A node that just booted refuses Bootstrap until its CRI is up and its clock is
+            // synced (FailedPrecondition "bootstrap is not available yet", "time is not in sync
+            // yet": v1alpha1_server.go at v1.13.9); talosctl cluster create retries these
+            // (pkg/cluster/bootstrap.go), and so do we, until the task's timeout.
+            Err(e) if e.kind == ErrorKind::NotReady && Instant::now() < deadline => {
+                tokio::time::sleep(BOOTSTRAP_RETRY.min(deadline - Instant::now())).await;
+            }
+            Err(e) if e.kind == ErrorKind::NotReady => {
+                return Err(ModuleError::new(format!(
+                    "node {} was still not ready to bootstrap etcd after {}s: {}; check its time \
+                     servers (machine.time) and that its services start (talosctl -n {} services)",
+                    target.node,
+                    timeout.as_secs(),
+                    e.message,
+                    target.node
+                ))
+                .with("node", target.node.clone()));
+            }
+            Err(e) => return Err(client_error(ctx, e)),
         }
-        Err(e) => return Err(client_error(ctx, e)),
     }
     if p.bool("wait") {
         wait_for_etcd(target, &creds, &opts, timeout).await?;
