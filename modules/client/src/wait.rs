@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 use crate::client::{ConnectOptions, TalosClient};
 use crate::credentials::Credentials;
 use crate::error::{ClientError, ErrorKind, Result, human_duration};
+use ferro_talos_proto::resource::runtime::MachineStage;
 
 /// What a node at an endpoint currently is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -176,4 +177,128 @@ async fn poll_once(
     let tag = version.version.map(|v| v.tag).unwrap_or_default();
     let boot_id = client.boot_id().await?;
     Ok((boot_id, tag))
+}
+
+/// How a node came up after its first config.
+#[derive(Debug, Clone)]
+pub struct FirstBoot {
+    /// The boot ID it runs with, when it could be read.
+    pub boot_id: Option<String>,
+    /// The wait saw it reboot after it first answered with mutual TLS: the install reboot of a
+    /// node booted from installation media. False when Talos was installed already and it
+    /// booted on without one.
+    pub install_reboot: bool,
+}
+
+/// After a first config: poll with mutual TLS until the node's MachineStatus says RUNNING.
+///
+/// Upstream (v1.13.9) the node answers with mutual TLS as soon as it holds the config, before
+/// anything else happens (`internal/app/machined/pkg/controllers/config/acquire.go`); booted from
+/// installation media it then installs and reboots (stages INSTALLING, REBOOTING, BOOTING,
+/// RUNNING), installed already it boots on (BOOTING, RUNNING) with no reboot
+/// (`internal/app/machined/pkg/runtime/v1alpha1/v1alpha1_sequencer.go`). So the first mutual-TLS
+/// answer means nothing yet: only RUNNING ends the wait. RUNNING does not wait for `ready`, which
+/// a first control plane reaches only after etcd is bootstrapped.
+pub async fn wait_until_running(
+    endpoint: &str,
+    node: Option<&str>,
+    creds: &Credentials,
+    timeout: Duration,
+    poll_interval: Duration,
+) -> Result<FirstBoot> {
+    let started = Instant::now();
+    let deadline = started + timeout;
+    let target = node.unwrap_or(endpoint).to_string();
+    let mut first_boot_id: Option<String> = None;
+    let mut answered = false;
+    let mut went_away = false;
+    let mut last_state = String::from("no answer yet");
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(ClientError::new(
+                &target,
+                "wait for the first boot",
+                ErrorKind::Timeout,
+                format!(
+                    "the node was not running its config within {} (last state: {last_state}); \
+                     check its console, or whether it came back on another address",
+                    human_duration(timeout)
+                ),
+            ));
+        }
+        let attempt_limit = left.clamp(Duration::from_secs(1), Duration::from_secs(10));
+        let opts = ConnectOptions {
+            connect_timeout: attempt_limit,
+            call_timeout: attempt_limit,
+            stream_timeout: attempt_limit,
+            read_retries: 0,
+            ..ConnectOptions::default()
+        };
+        match poll_stage(endpoint, node, creds, opts).await {
+            Ok((stage, boot_id)) => {
+                if !answered {
+                    answered = true;
+                    first_boot_id.clone_from(&boot_id);
+                }
+                if stage == MachineStage::Running {
+                    let rebooted_since = match (&first_boot_id, &boot_id) {
+                        (Some(first), Some(now)) => first != now,
+                        _ => false,
+                    };
+                    return Ok(FirstBoot {
+                        boot_id,
+                        install_reboot: went_away || rebooted_since,
+                    });
+                }
+                last_state = format!("answering, stage {}", stage_name(stage));
+            }
+            Err(e) => {
+                match e.kind {
+                    ErrorKind::Credentials
+                    | ErrorKind::ClientCertExpired
+                    | ErrorKind::InvalidEndpoint
+                    | ErrorKind::PermissionDenied => {
+                        return Err(e.during("wait for the first boot"));
+                    }
+                    // Down (the install reboot), or not serving our certificate yet (a worker
+                    // waits for a control plane's trustd).
+                    _ => went_away |= answered,
+                }
+                last_state = e.to_string();
+            }
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        tokio::time::sleep(poll_interval.min(left)).await;
+    }
+}
+
+async fn poll_stage(
+    endpoint: &str,
+    node: Option<&str>,
+    creds: &Credentials,
+    opts: ConnectOptions,
+) -> Result<(MachineStage, Option<String>)> {
+    let client = TalosClient::connect(endpoint, creds, opts).await?;
+    let client = match node {
+        Some(n) => client.with_node(n),
+        None => client,
+    };
+    let status = client.machine_status().await?;
+    let boot_id = client.boot_id().await?;
+    Ok((status.stage, boot_id))
+}
+
+fn stage_name(stage: MachineStage) -> &'static str {
+    match stage {
+        MachineStage::Unknown => "unknown",
+        MachineStage::Booting => "booting",
+        MachineStage::Installing => "installing",
+        MachineStage::Maintenance => "maintenance",
+        MachineStage::Running => "running",
+        MachineStage::Rebooting => "rebooting",
+        MachineStage::ShuttingDown => "shutting down",
+        MachineStage::Resetting => "resetting",
+        MachineStage::Upgrading => "upgrading",
+    }
 }

@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 use ferro_ansible_protocol::{Context, Diff, ModuleError, ModuleResult, Opt, Params, Spec};
 use ferro_talos_client::{
     ApplyMode, ConnectOptions, Credentials, NodeMode, TalosClient, probe, wait_for_reboot,
+    wait_until_running,
 };
 use ferro_talos_config::{MachineConfig, diff, live, redact, risk};
 use serde_json::{Value, json};
@@ -30,6 +31,7 @@ pub fn spec() -> Spec {
         .option(Opt::bool("wait").default(true))
         .option(Opt::int("timeout").default(600))
         .option(Opt::str("expected_address"))
+        .option(Opt::bool("allow_machine_type_change").default(false))
 }
 
 /// Everything the run needs, checked up front so bad input never reaches a node.
@@ -44,6 +46,8 @@ struct Request {
     insecure: String,
     wait: bool,
     timeout: Duration,
+    /// A config that turns a control plane into a worker (or back) is applied only when asked.
+    allow_machine_type_change: bool,
 }
 
 pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
@@ -94,7 +98,34 @@ fn request(ctx: &mut Context, p: &Params) -> Result<Request, ModuleError> {
         insecure: p.str("insecure").unwrap_or("auto").to_string(),
         wait: p.bool("wait"),
         timeout,
+        allow_machine_type_change: p.bool("allow_machine_type_change"),
     })
+}
+
+/// `machine.type` of a config (`controlplane`, `worker`, `init`), if it has one.
+fn machine_type(cfg: &MachineConfig) -> Option<&str> {
+    cfg.v1alpha1()?.get("machine")?.get("type")?.as_str()
+}
+
+/// Refuses a config that changes the node's machine type unless the task allows it: the usual
+/// cause is a host in the wrong inventory group, and applying it would take a control plane out
+/// of etcd or make a worker try to run one.
+fn check_machine_type(req: &Request, live: &MachineConfig) -> Result<(), ModuleError> {
+    let (Some(running), Some(wanted)) = (machine_type(live), machine_type(&req.desired)) else {
+        return Ok(());
+    };
+    if running == wanted || req.allow_machine_type_change {
+        return Ok(());
+    }
+    Err(ModuleError::new(format!(
+        "node {} runs as a {running}, and this config makes it a {wanted}; nothing was applied. \
+         Check that the host is in the right inventory group (control planes and workers are told \
+         apart by group), or set allow_machine_type_change: true if you mean to change its role",
+        req.target.node
+    ))
+    .with("node", req.target.node.clone())
+    .with("live_machine_type", running)
+    .with("machine_type", wanted))
 }
 
 fn seconds(p: &Params, name: &str, min: i64, max: i64) -> Result<Duration, ModuleError> {
@@ -140,8 +171,9 @@ async fn apply(
     }
 }
 
-/// A node in maintenance mode gets its first config over an unauthenticated connection; it then
-/// installs, reboots and comes back with mutual TLS on `expected_address`.
+/// A node in maintenance mode gets its first config over an unauthenticated connection. It then
+/// answers with mutual TLS at once, and installs and reboots when it booted from installation
+/// media (or boots on when Talos is installed): the task waits until it runs the config.
 async fn apply_first(
     ctx: &mut Context,
     req: &Request,
@@ -183,11 +215,19 @@ async fn apply_first(
         );
         return Ok(result.msg(format!("applied the first config to {}", req.target.node)));
     };
-    verify_back(ctx, req, creds, None).await?;
-    Ok(result.msg(format!(
-        "applied the first config to {}; it is back on {} with that config",
-        req.target.node, req.expected_address
-    )))
+    let install_reboot = verify_first_boot(ctx, req, creds).await?;
+    let how = if install_reboot {
+        "it installed Talos, rebooted and runs"
+    } else {
+        "it runs"
+    };
+    Ok(result
+        .with("install_reboot", install_reboot)
+        .with("reboot_required", install_reboot)
+        .msg(format!(
+            "applied the first config to {}; {how} that config on {}",
+            req.target.node, req.expected_address
+        )))
 }
 
 async fn apply_configured(
@@ -213,6 +253,7 @@ async fn apply_configured(
     for s in redact::secret_values(&live) {
         ctx.mask(s);
     }
+    check_machine_type(req, &live)?;
     // Both sides through the same encoder, so formatting never counts as a change.
     if live.to_yaml() == req.desired.to_yaml() {
         return Ok(base_result(req, &live, false)
@@ -288,55 +329,72 @@ async fn apply_configured(
     Ok(result.msg(msg))
 }
 
-/// After a reboot: wait until the node answers on `expected_address` with mutual TLS, then check
-/// that it runs the config we sent. A node that does not come back there fails the task with
-/// both addresses named.
-async fn verify_back(
+/// After a first config: wait until the node runs it (MachineStatus RUNNING) on
+/// `expected_address`, then check that it runs the config we sent. Whether it rebooted on the way
+/// (the install reboot) is returned.
+async fn verify_first_boot(
     ctx: &mut Context,
     req: &Request,
     creds: &Credentials,
-    old_boot_id: Option<&str>,
-) -> Result<(), ModuleError> {
+) -> Result<bool, ModuleError> {
     let started = Instant::now();
-    // Routed through an endpoint, the node is still reached through that endpoint; otherwise
-    // through the address it should come back on.
-    let (endpoint, node) = if req.target.routed() {
-        (
-            req.target.endpoint.clone(),
-            Some(req.expected_address.as_str()),
-        )
-    } else {
-        (req.expected_address.clone(), None)
-    };
-    wait_for_reboot(
+    let (endpoint, node) = back_on(req);
+    let first = wait_until_running(
         &endpoint,
-        node,
+        node.as_deref(),
         creds,
-        old_boot_id,
         req.timeout,
         Duration::from_millis(500),
     )
     .await
-    .map_err(|e| {
-        let mut err = ModuleError::new(format!(
-            "node {} did not come back on {} within {}s after applying the config: {}; \
-                 if it came back on another address (DHCP lease, changed machine.network), set \
-                 expected_address or fix the node's address; check the node's console",
-            req.target.node,
-            req.expected_address,
-            req.timeout.as_secs(),
-            e.message
-        ))
-        .with("node", req.target.node.clone())
-        .with("expected_address", req.expected_address.clone());
-        if let Some(code) = e.grpc_code {
-            err = err.with("grpc_code", code);
-        }
-        err
-    })?;
+    .map_err(|e| not_back(req, e))?;
+    verify_live_on(ctx, req, creds, &endpoint, started).await?;
+    Ok(first.install_reboot)
+}
+
+/// Where a node that left maintenance mode or rebooted is asked: through the endpoint when the
+/// task routes through one, otherwise on the address it should come back on.
+fn back_on(req: &Request) -> (String, Option<String>) {
+    if req.target.routed() {
+        (
+            req.target.endpoint.clone(),
+            Some(req.expected_address.clone()),
+        )
+    } else {
+        (req.expected_address.clone(), None)
+    }
+}
+
+/// The failure of a node that did not come back where it should.
+fn not_back(req: &Request, e: ferro_talos_client::ClientError) -> ModuleError {
+    let mut err = ModuleError::new(format!(
+        "node {} did not come back on {} within {}s after applying the config: {}; \
+         if it came back on another address (DHCP lease, changed machine.network), set \
+         expected_address or fix the node's address; check the node's console",
+        req.target.node,
+        req.expected_address,
+        req.timeout.as_secs(),
+        e.message
+    ))
+    .with("node", req.target.node.clone())
+    .with("expected_address", req.expected_address.clone());
+    if let Some(code) = e.grpc_code {
+        err = err.with("grpc_code", code);
+    }
+    err
+}
+
+/// Connects to the node where it came back and checks it runs the config we sent.
+async fn verify_live_on(
+    ctx: &mut Context,
+    req: &Request,
+    creds: &Credentials,
+    endpoint: &str,
+    started: Instant,
+) -> Result<(), ModuleError> {
     let target = Target {
         node: req.expected_address.clone(),
-        endpoint: endpoint.clone(),
+        endpoint: endpoint.to_string(),
     };
     let left = req
         .timeout
@@ -350,6 +408,30 @@ async fn verify_back(
         .await
         .map_err(|e| client_error(ctx, e))?;
     verify_live(ctx, &client, req).await
+}
+
+/// After a reboot: wait until the node answers on `expected_address` with mutual TLS, then check
+/// that it runs the config we sent. A node that does not come back there fails the task with
+/// both addresses named.
+async fn verify_back(
+    ctx: &mut Context,
+    req: &Request,
+    creds: &Credentials,
+    old_boot_id: Option<&str>,
+) -> Result<(), ModuleError> {
+    let started = Instant::now();
+    let (endpoint, node) = back_on(req);
+    wait_for_reboot(
+        &endpoint,
+        node.as_deref(),
+        creds,
+        old_boot_id,
+        req.timeout,
+        Duration::from_millis(500),
+    )
+    .await
+    .map_err(|e| not_back(req, e))?;
+    verify_live_on(ctx, req, creds, &endpoint, started).await
 }
 
 /// Reads the config back and fails when the node does not run what we sent.
