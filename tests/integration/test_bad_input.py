@@ -47,7 +47,11 @@ INFO = [
 RESET = [
     ("confirm missing", {"node": NOWHERE}, "confirm"),
     ("confirm not the word", {"node": NOWHERE, "confirm": "yes"}, "confirm must be"),
-    ("bad wipe_mode", {"node": NOWHERE, "confirm": "reset", "wipe_mode": "everything"}, "wipe_mode"),
+    ("bad wipe", {"node": NOWHERE, "confirm": "reset", "wipe": "everything"}, "wipe"),
+    ("system disk with the ordinary word", {"node": NOWHERE, "confirm": "reset", "wipe": "system_disk"}, 'confirm must be "wipe-system-disk"'),
+    ("user_disks mode without disks", {"node": NOWHERE, "confirm": "reset", "wipe": "user_disks"}, "user_disks must name the disks"),
+    ("user_disks without their mode", {"node": NOWHERE, "confirm": "reset", "user_disks": ["/dev/sdb"]}, "user_disks is only used with wipe=user_disks"),
+    ("user disk not a device", {"node": NOWHERE, "confirm": "reset", "wipe": "user_disks", "user_disks": ["sdb"]}, "not a device path"),
     ("graceful not a bool", {"node": NOWHERE, "confirm": "reset", "graceful": "maybe"}, "graceful"),
     ("timeout zero", {"node": NOWHERE, "confirm": "reset", "timeout": 0}, "timeout"),
     ("node unreachable", {"node": NOWHERE, "confirm": "reset", "secrets_file": "{s}", "connect_timeout": 2}, "unreachable"),

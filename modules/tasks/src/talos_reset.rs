@@ -1,65 +1,213 @@
-//! `talos_reset`: wipe a node back to maintenance mode. Destructive, so it asks for confirmation.
+//! `talos_reset`: wipe a node, destructively and only when confirmed, with modes that say what
+//! they leave behind.
+//!
+//! Upstream (tag v1.13.9 of siderolabs/talos, `internal/app/machined/internal/server/v1alpha1/
+//! v1alpha1_server.go` Reset and `internal/app/machined/pkg/runtime/v1alpha1/v1alpha1_sequencer.go`
+//! Reset): a request without system partition labels wipes the whole system disk, bootloader
+//! included, so the node boots again only from installation media; the labels STATE and
+//! EPHEMERAL wipe the config and etcd's data and keep the installation, so the node comes back
+//! in maintenance mode (`talosctl reset --system-labels-to-wipe STATE --system-labels-to-wipe
+//! EPHEMERAL`); USER_DISKS wipes only the disks named and keeps the config. Reset is admin-only,
+//! so a node in maintenance mode refuses it.
 
 use std::time::{Duration, Instant};
 
-use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Opt, Params, Spec};
-use ferro_talos_client::proto::machine::{ResetRequest, reset_request::WipeMode};
-use ferro_talos_client::{ConnectOptions, Credentials, NodeMode, probe};
+use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Opt, Params, Spec, Type};
+use ferro_talos_client::proto::machine::{ResetPartitionSpec, ResetRequest, reset_request};
+use ferro_talos_client::{ConnectOptions, Credentials, NodeMode, probe, wait_for_reboot};
+use serde_json::json;
 
 use crate::connection::{self, Target, client_error, with_connection_options};
 
-/// The value `confirm` must have: a reset destroys the node's data and its cluster membership.
-const CONFIRMATION: &str = "reset";
+/// The value `confirm` must have for a reset that keeps the installation.
+const CONFIRM_RESET: &str = "reset";
+/// The value `confirm` must have to wipe the whole system disk: a separate word, so a play that
+/// confirms ordinary resets cannot erase a bootloader by changing `wipe` alone.
+const CONFIRM_SYSTEM_DISK: &str = "wipe-system-disk";
+/// The volumes a return to maintenance mode wipes: the config (STATE) and etcd's data and the
+/// pods (EPHEMERAL).
+const MAINTENANCE_VOLUMES: [&str; 2] = ["STATE", "EPHEMERAL"];
+
+/// What a reset wipes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Wipe {
+    /// STATE and EPHEMERAL: the node comes back in maintenance mode, still installed.
+    Maintenance,
+    /// The whole system disk, bootloader included: the node needs installation media.
+    SystemDisk,
+    /// Only the user disks named: the node keeps its config.
+    UserDisks,
+}
+
+impl Wipe {
+    fn from_params(p: &Params) -> Wipe {
+        match p.str("wipe") {
+            Some("system_disk") => Wipe::SystemDisk,
+            Some("user_disks") => Wipe::UserDisks,
+            _ => Wipe::Maintenance,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Wipe::Maintenance => "maintenance",
+            Wipe::SystemDisk => "system_disk",
+            Wipe::UserDisks => "user_disks",
+        }
+    }
+
+    fn confirmation(self) -> &'static str {
+        match self {
+            Wipe::SystemDisk => CONFIRM_SYSTEM_DISK,
+            _ => CONFIRM_RESET,
+        }
+    }
+}
+
+/// A checked reset: the request for Talos and what the task then waits for.
+struct Plan {
+    wipe: Wipe,
+    user_disks: Vec<String>,
+    graceful: bool,
+    reboot: bool,
+    wait: bool,
+    timeout: Duration,
+}
+
+impl Plan {
+    fn request(&self) -> ResetRequest {
+        let (mode, labels) = match self.wipe {
+            // talosctl's --system-labels-to-wipe: mode stays ALL, each label wiped.
+            Wipe::Maintenance => (reset_request::WipeMode::All, &MAINTENANCE_VOLUMES[..]),
+            Wipe::SystemDisk => (reset_request::WipeMode::SystemDisk, &[][..]),
+            Wipe::UserDisks => (reset_request::WipeMode::UserDisks, &[][..]),
+        };
+        ResetRequest {
+            graceful: self.graceful,
+            reboot: self.reboot,
+            system_partitions_to_wipe: labels
+                .iter()
+                .map(|label| ResetPartitionSpec {
+                    label: label.to_string(),
+                    wipe: true,
+                })
+                .collect(),
+            user_disks_to_wipe: self.user_disks.clone(),
+            mode: mode as i32,
+        }
+    }
+
+    /// What goes, in words.
+    fn wiped(&self) -> Vec<String> {
+        match self.wipe {
+            Wipe::Maintenance => MAINTENANCE_VOLUMES.iter().map(|v| v.to_string()).collect(),
+            Wipe::SystemDisk => vec!["the whole system disk".into()],
+            Wipe::UserDisks => self.user_disks.clone(),
+        }
+    }
+
+    fn summary(&self, node: &str) -> String {
+        let afterwards = if !self.reboot {
+            "power it off"
+        } else {
+            match self.wipe {
+                Wipe::Maintenance => "reboot it into maintenance mode",
+                Wipe::SystemDisk => "leave it with nothing to boot but installation media",
+                Wipe::UserDisks => "reboot it with its config",
+            }
+        };
+        format!(
+            "wipe {} of {node} and {afterwards}",
+            self.wiped().join(", ")
+        )
+    }
+}
 
 pub fn spec() -> Spec {
     with_connection_options(Spec::new())
         .option(Opt::str("confirm").required())
-        .option(Opt::bool("graceful").default(true))
         .option(
-            Opt::str("wipe_mode")
-                .choices(&["all", "system_disk", "user_disks"])
-                .default("all"),
+            Opt::str("wipe")
+                .choices(&["maintenance", "system_disk", "user_disks"])
+                .default("maintenance"),
         )
+        .option(
+            Opt::list("user_disks")
+                .elements(Type::Str)
+                .default(json!([])),
+        )
+        .option(Opt::bool("graceful").default(true))
+        .option(Opt::bool("reboot").default(true))
         .option(Opt::bool("wait").default(true))
         .option(Opt::int("timeout").default(600))
 }
 
 pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
-    if p.str("confirm") != Some(CONFIRMATION) {
+    let plan = plan(p)?;
+    let target = Target::from_params(p)?;
+    let opts = connection::connect_options(p, Duration::from_secs(60))?;
+    let creds = connection::credentials(ctx, p)?;
+    connection::block_on(reset(ctx, &target, creds.map(|c| c.0), opts, plan))?
+}
+
+fn plan(p: &Params) -> Result<Plan, ModuleError> {
+    let wipe = Wipe::from_params(p);
+    let confirm = p.str("confirm").unwrap_or_default();
+    if confirm != wipe.confirmation() {
+        let why = match wipe {
+            Wipe::SystemDisk => {
+                "wiping the whole system disk erases the bootloader too: the node then boots only \
+                 from installation media"
+            }
+            _ => "resetting wipes the node and removes it from the cluster",
+        };
         return Err(ModuleError::new(format!(
-            "confirm must be {CONFIRMATION:?}: resetting wipes the node and removes it from the cluster"
+            "confirm must be {:?} for wipe={}: {why}",
+            wipe.confirmation(),
+            wipe.name()
         )));
     }
-    let target = Target::from_params(p)?;
+    let user_disks: Vec<String> = p
+        .str_list("user_disks")
+        .unwrap_or_default()
+        .into_iter()
+        .map(str::to_string)
+        .collect();
+    match wipe {
+        Wipe::UserDisks if user_disks.is_empty() => {
+            return Err(ModuleError::new(
+                "user_disks must name the disks to wipe (e.g. [/dev/sdb]) when wipe=user_disks; \
+                 Talos wipes nothing without them",
+            ));
+        }
+        Wipe::Maintenance | Wipe::SystemDisk if !user_disks.is_empty() => {
+            return Err(ModuleError::new(format!(
+                "user_disks is only used with wipe=user_disks, not wipe={}: remove user_disks, or \
+                 set wipe: user_disks to wipe only those disks",
+                wipe.name()
+            )));
+        }
+        _ => {}
+    }
+    if let Some(bad) = user_disks.iter().find(|d| !d.starts_with("/dev/")) {
+        return Err(ModuleError::new(format!(
+            "user_disks: {bad:?} is not a device path; write it like /dev/sdb or /dev/nvme1n1"
+        )));
+    }
     let timeout = p.int("timeout").unwrap_or(600);
     if !(1..=86_400).contains(&timeout) {
         return Err(ModuleError::new(format!(
             "timeout must be between 1 and 86400 seconds, got {timeout}"
         )));
     }
-    let timeout = Duration::from_secs(timeout as u64);
-    let mode = match p.str("wipe_mode") {
-        Some("system_disk") => WipeMode::SystemDisk,
-        Some("user_disks") => WipeMode::UserDisks,
-        _ => WipeMode::All,
-    };
-    let request = ResetRequest {
+    Ok(Plan {
+        wipe,
+        user_disks,
         graceful: p.bool("graceful"),
-        reboot: true,
-        mode: mode as i32,
-        ..ResetRequest::default()
-    };
-    let opts = connection::connect_options(p, Duration::from_secs(60))?;
-    let creds = connection::credentials(ctx, p)?;
-    connection::block_on(reset(
-        ctx,
-        &target,
-        creds.map(|c| c.0),
-        opts,
-        request,
-        p.bool("wait"),
-        timeout,
-    ))?
+        reboot: p.bool("reboot"),
+        wait: p.bool("wait"),
+        timeout: Duration::from_secs(timeout as u64),
+    })
 }
 
 async fn reset(
@@ -67,64 +215,129 @@ async fn reset(
     target: &Target,
     creds: Option<Credentials>,
     opts: ConnectOptions,
-    request: ResetRequest,
-    wait: bool,
-    timeout: Duration,
+    plan: Plan,
 ) -> Result<ModuleResult, ModuleError> {
-    let base = ModuleResult::unchanged().with("node", target.node.clone());
-    // Already in maintenance mode: nothing to reset.
-    if probe(&target.endpoint, &opts)
+    let node = target.node.clone();
+    let base = ModuleResult::unchanged()
+        .with("node", node.clone())
+        .with("wipe", plan.wipe.name())
+        .with("reboot", plan.reboot);
+    let mode = probe(&target.endpoint, &opts)
         .await
-        .map_err(|e| client_error(ctx, e))?
-        == NodeMode::Maintenance
-    {
-        return Ok(base.msg(format!("{} is already in maintenance mode", target.node)));
+        .map_err(|e| client_error(ctx, e))?;
+    if mode == NodeMode::Maintenance {
+        if plan.wipe == Wipe::Maintenance {
+            return Ok(base.msg(format!("{node} is already in maintenance mode")));
+        }
+        return Err(ModuleError::new(format!(
+            "node {node} is in maintenance mode, where Talos refuses Reset (it needs the admin \
+             API); to wipe {}, apply a config first, or boot the machine from installation media",
+            plan.wiped().join(", ")
+        ))
+        .with("node", node));
     }
     let creds = creds.ok_or_else(|| {
         ModuleError::new(format!(
-            "node {} is configured; resetting it needs admin credentials: set talosconfig, secrets_file or secrets",
-            target.node
+            "node {node} is configured; resetting it needs admin credentials: set talosconfig, secrets_file or secrets"
         ))
     })?;
-    let mut result = base.with("graceful", request.graceful);
+    let mut result = base
+        .with("graceful", plan.graceful)
+        .with("wiped", plan.wiped())
+        .with("needs_installation_media", plan.wipe == Wipe::SystemDisk);
     result.changed = true;
     if ctx.check_mode {
-        return Ok(result.msg(format!("would reset {} to maintenance mode", target.node)));
+        return Ok(result.msg(format!("would {}", plan.summary(&node))));
     }
     let client = connection::connect(target, &creds, opts.clone())
         .await
         .map_err(|e| client_error(ctx, e))?;
+    let old_boot_id = client.boot_id().await.unwrap_or(None);
     client
-        .reset(request)
+        .reset(plan.request())
         .await
         .map_err(|e| client_error(ctx, e))?;
-    if !wait {
+    if plan.wipe == Wipe::SystemDisk {
+        ctx.warn(format!(
+            "{node}: its system disk is wiped, bootloader included; it boots again only from \
+             installation media (ISO, PXE): attach it, then apply a config to install Talos"
+        ));
+    }
+    if !plan.wait {
         return Ok(result.msg(format!(
-            "reset {}; not waiting for it to come back",
-            target.node
+            "asked {node} to {}; not waiting",
+            plan.summary(&node)
         )));
     }
-    // The node reboots into maintenance mode: wait until a probe says so.
-    let deadline = Instant::now() + timeout;
+    let deadline = Instant::now() + plan.timeout;
+    let outcome = match (plan.reboot, plan.wipe) {
+        (true, Wipe::Maintenance) => wait_for_maintenance(target, &opts, deadline).await,
+        (true, Wipe::UserDisks) => wait_for_reboot(
+            &target.endpoint,
+            target.routed().then_some(node.as_str()),
+            &creds,
+            old_boot_id.as_deref(),
+            plan.timeout,
+            Duration::from_millis(500),
+        )
+        .await
+        .map(|_| "it is back with its config".to_string())
+        .map_err(|e| e.message),
+        // Powered off, or nothing left to boot: the outcome is that it stops answering.
+        _ => wait_until_down(target, &opts, deadline).await,
+    };
+    match outcome {
+        Ok(state) => Ok(result.with("state", state.clone()).msg(format!(
+            "reset {node} ({}); {state}",
+            plan.wiped().join(", ")
+        ))),
+        Err(last) => Err(ModuleError::new(format!(
+            "reset {node} ({}), but {} within {}s (last: {last}); check its console",
+            plan.wiped().join(", "),
+            match (plan.reboot, plan.wipe) {
+                (true, Wipe::Maintenance) => "it was not back in maintenance mode",
+                (true, Wipe::UserDisks) => "it was not back with its config",
+                _ => "it did not go down",
+            },
+            plan.timeout.as_secs()
+        ))
+        .with("node", node)
+        .changed(true)),
+    }
+}
+
+/// The node reboots into maintenance mode: wait until a probe says so.
+async fn wait_for_maintenance(
+    target: &Target,
+    opts: &ConnectOptions,
+    deadline: Instant,
+) -> Result<String, String> {
     let mut last = String::from("no answer yet");
     while Instant::now() < deadline {
-        match probe(&target.endpoint, &opts).await {
-            Ok(NodeMode::Maintenance) => {
-                return Ok(result.msg(format!(
-                    "reset {}; it is back in maintenance mode",
-                    target.node
-                )));
-            }
+        match probe(&target.endpoint, opts).await {
+            Ok(NodeMode::Maintenance) => return Ok("it is back in maintenance mode".into()),
             Ok(mode) => last = format!("{mode:?}").to_lowercase(),
             Err(e) => last = e.to_string(),
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    Err(ModuleError::new(format!(
-        "reset {}, but it was not back in maintenance mode within {}s (last: {last}); check its console",
-        target.node,
-        timeout.as_secs()
-    ))
-    .with("node", target.node.clone())
-    .changed(true))
+    Err(last)
+}
+
+/// Powered off or left without a bootable disk: wait until nothing answers any more.
+async fn wait_until_down(
+    target: &Target,
+    opts: &ConnectOptions,
+    deadline: Instant,
+) -> Result<String, String> {
+    let mut last = String::from("still answering");
+    while Instant::now() < deadline {
+        match probe(&target.endpoint, opts).await {
+            Ok(NodeMode::Unreachable) => return Ok("it no longer answers".into()),
+            Ok(mode) => last = format!("still answering ({mode:?})").to_lowercase(),
+            Err(e) => last = e.to_string(),
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    Err(last)
 }
