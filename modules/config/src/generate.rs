@@ -9,14 +9,32 @@ use ferro_talos_secrets::Bundle;
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 
-/// Kubernetes version `talosctl gen config` v1.13.6 uses by default.
-pub const DEFAULT_KUBERNETES_VERSION: &str = "1.36.2";
+/// Kubernetes version `talosctl gen config` of the newest 1.13 release (v1.13.9) uses by default
+/// (`pkg/machinery/constants/constants.go` DefaultKubernetesVersion at tag v1.13.9).
+pub const DEFAULT_KUBERNETES_VERSION: &str = "1.36.3";
 /// Kubernetes version of talosctl v1.14.0-rc.1 (used for contract 1.14).
 pub const DEFAULT_KUBERNETES_VERSION_1_14: &str = "1.37.0-rc.0";
-pub const DEFAULT_INSTALL_IMAGE: &str = "ghcr.io/siderolabs/installer:v1.13.6";
+/// talosctl writes its own build tag as the installer's: v1.13.9 writes `installer:v1.13.9`.
+pub const DEFAULT_INSTALL_IMAGE: &str = "ghcr.io/siderolabs/installer:v1.13.9";
+/// Where 1.13 installers come from (the tag is the Talos version).
+const INSTALLER_REPOSITORY: &str = "ghcr.io/siderolabs/installer";
 /// 1.14 publishes installers only through the Image Factory (vanilla schematic).
+const INSTALLER_REPOSITORY_1_14: &str = "factory.talos.dev/metal-installer/\
+    376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba";
 pub const DEFAULT_INSTALL_IMAGE_1_14: &str = "factory.talos.dev/metal-installer/\
     376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba:v1.14.0-rc.1";
+
+/// The installer a given Talos release writes into its configs: its own tag, from the
+/// contract's repository. `talos_version` `v1.13.9` therefore means `installer:v1.13.9`, so a
+/// generated config never points a node at an older release than the one asked for.
+pub fn installer_for_release(contract: Contract, release: &str) -> String {
+    let tag = format!("v{}", release.trim().trim_start_matches('v'));
+    if contract.greater_than(1, 13) {
+        format!("{INSTALLER_REPOSITORY_1_14}:{tag}")
+    } else {
+        format!("{INSTALLER_REPOSITORY}:{tag}")
+    }
+}
 pub const DEFAULT_INSTALL_DISK: &str = "/dev/sda";
 pub const DEFAULT_DNS_DOMAIN: &str = "cluster.local";
 pub const DEFAULT_POD_SUBNET: &str = "10.244.0.0/16";
@@ -119,6 +137,64 @@ impl GenerateOptions {
             kubespan: false,
         }
     }
+}
+
+/// A cluster endpoint as a user may write it, made into the URL Talos wants.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EndpointUrl {
+    /// `https://host:port` (IPv6 hosts in brackets).
+    pub url: String,
+    /// A URL that names no port, so clients use https's 443 (a bare address gets 6443 instead).
+    pub implicit_443: bool,
+}
+
+/// The Kubernetes API server's port, which a bare address gets.
+pub const KUBERNETES_API_PORT: u16 = 6443;
+
+/// Reads a cluster endpoint in any form users write: a URL (`https://10.0.0.10:6443`), an address
+/// or name with a port (`10.0.0.10:6443`, `[fd00::10]:6443`), or without one (`10.0.0.10`,
+/// `fd00::10`, `[fd00::10]`, `k8s.example.com`), which gets port 6443. Only https URLs are
+/// accepted; the result passes [`validate_endpoint`].
+pub fn endpoint_url(input: &str) -> anyhow::Result<EndpointUrl> {
+    let trimmed = input.trim();
+    if trimmed.contains("://") {
+        let url = validate_endpoint(trimmed)?;
+        let authority = url["https://".len()..]
+            .split(['/', '?', '#'])
+            .next()
+            .unwrap_or_default();
+        let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+        let implicit_443 = split_host_port(host_port).is_ok_and(|(_, port)| port.is_none());
+        return Ok(EndpointUrl { url, implicit_443 });
+    }
+    if trimmed.is_empty() {
+        bail!(
+            "invalid cluster endpoint: it is empty; write an address such as 10.0.0.10 or a URL such as https://10.0.0.10:6443"
+        );
+    }
+    if trimmed.contains(['/', '?', '#', '@']) {
+        bail!(
+            "invalid cluster endpoint {input:?}: write an address (10.0.0.10, 10.0.0.10:6443) or a URL (https://10.0.0.10:6443)"
+        );
+    }
+    // Two or more colons without brackets: a bare IPv6 address (its last group is never a port).
+    let authority = if !trimmed.starts_with('[') && trimmed.matches(':').count() > 1 {
+        format!("[{trimmed}]:{KUBERNETES_API_PORT}")
+    } else {
+        match split_host_port(trimmed) {
+            Ok((_, Some(_))) => trimmed.to_string(),
+            Ok((host, None)) if trimmed.starts_with('[') => {
+                format!("[{host}]:{KUBERNETES_API_PORT}")
+            }
+            Ok((host, None)) => format!("{host}:{KUBERNETES_API_PORT}"),
+            Err(why) => bail!("invalid cluster endpoint {input:?}: {why}"),
+        }
+    };
+    let url = validate_endpoint(&format!("https://{authority}"))?;
+    Ok(EndpointUrl {
+        url,
+        implicit_443: false,
+    })
 }
 
 /// Checks a cluster endpoint the way `talosctl gen config` does and returns it re-serialised.
@@ -848,7 +924,7 @@ mod tests {
     #[test]
     fn defaults_follow_the_contract() {
         let o = GenerateOptions::new(Contract::V1_13, MachineType::Worker, "c", "https://c:6443");
-        assert_eq!(o.kubernetes_version, "1.36.2");
+        assert_eq!(o.kubernetes_version, "1.36.3");
         assert_eq!(o.install_image.as_deref(), Some(DEFAULT_INSTALL_IMAGE));
         assert_eq!(o.install_disk.as_deref(), Some("/dev/sda"));
         let o = GenerateOptions::new(Contract::V1_14, MachineType::Worker, "c", "https://c:6443");
@@ -858,6 +934,62 @@ mod tests {
                 .starts_with("factory.talos.dev/metal-installer/3765")
         );
         assert_eq!(o.kubernetes_version, "1.37.0-rc.0");
+    }
+
+    #[test]
+    fn endpoints_in_every_form_users_write() {
+        let url = |s: &str| endpoint_url(s).unwrap();
+        for (input, want, implicit_443) in [
+            ("10.0.0.10", "https://10.0.0.10:6443", false),
+            ("10.0.0.10:6443", "https://10.0.0.10:6443", false),
+            ("127.0.10.1:7445", "https://127.0.10.1:7445", false),
+            ("fd00::10", "https://[fd00::10]:6443", false),
+            ("[fd00::10]", "https://[fd00::10]:6443", false),
+            ("[fd00::10]:6443", "https://[fd00::10]:6443", false),
+            ("k8s.example.com", "https://k8s.example.com:6443", false),
+            ("https://10.0.0.10:6443", "https://10.0.0.10:6443", false),
+            ("https://[fd00::10]:6443", "https://[fd00::10]:6443", false),
+            ("https://lb.example.com", "https://lb.example.com", true),
+            (" 10.0.0.10 ", "https://10.0.0.10:6443", false),
+        ] {
+            assert_eq!(url(input).url, want, "{input}");
+            assert_eq!(url(input).implicit_443, implicit_443, "{input}");
+        }
+        for bad in [
+            "",
+            "http://10.0.0.10:6443",
+            "10.0.0.10:http",
+            "[fd00::10",
+            "10.0.0.10/api",
+        ] {
+            assert!(endpoint_url(bad).is_err(), "{bad:?} must be refused");
+        }
+        assert!(
+            endpoint_url("http://10.0.0.10:6443")
+                .unwrap_err()
+                .to_string()
+                .contains("https")
+        );
+    }
+
+    #[test]
+    fn a_release_names_its_own_installer() {
+        assert_eq!(
+            installer_for_release(Contract::V1_13, "v1.13.9"),
+            "ghcr.io/siderolabs/installer:v1.13.9"
+        );
+        assert_eq!(
+            installer_for_release(Contract::V1_13, "1.13.4"),
+            "ghcr.io/siderolabs/installer:v1.13.4"
+        );
+        assert_eq!(
+            installer_for_release(Contract::V1_14, "v1.14.0-rc.1"),
+            DEFAULT_INSTALL_IMAGE_1_14
+        );
+        assert_eq!(
+            installer_for_release(Contract::V1_13, "v1.13.9"),
+            DEFAULT_INSTALL_IMAGE
+        );
     }
 
     #[test]

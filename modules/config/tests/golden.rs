@@ -192,9 +192,10 @@ fn cli_defaults_add_install_disk_and_image() {
         .unwrap()
         .to_yaml();
     assert!(out.contains(
-        "    install:\n        disk: /dev/sda\n        image: ghcr.io/siderolabs/installer:v1.13.6\n        wipe: false\n"
+        "    install:\n        disk: /dev/sda\n        image: ghcr.io/siderolabs/installer:v1.13.9\n        wipe: false\n"
     ));
-    assert!(out.contains("image: registry.k8s.io/kube-apiserver:v1.36.2\n"));
+    // The newest 1.13 release's defaults (pkg/machinery/constants/constants.go at v1.13.9).
+    assert!(out.contains("image: registry.k8s.io/kube-apiserver:v1.36.3\n"));
 }
 
 #[test]

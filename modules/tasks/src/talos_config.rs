@@ -6,7 +6,9 @@ use std::time::Duration;
 use anyhow::Result;
 use ferro_ansible_protocol::{Context, Diff, ModuleError, ModuleResult, Opt, Params, Spec, Type};
 use ferro_talos_config::contract::Contract;
-use ferro_talos_config::generate::{GenerateOptions, MachineType};
+use ferro_talos_config::generate::{
+    GenerateOptions, KUBERNETES_API_PORT, MachineType, endpoint_url, installer_for_release,
+};
 use ferro_talos_config::patch::{Patch, duplicate_warnings};
 use ferro_talos_config::{MachineConfig, diff, redact, risk, validate};
 use ferro_talos_secrets::{Bundle, TalosConfig};
@@ -101,7 +103,7 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
     // The machine config.
     let mut rendered: Option<MachineConfig> = None;
     if p.is_set("machine_type") || p.is_set("base_config") {
-        let cfg = render(p, contract, bundle.as_ref())?;
+        let cfg = render(ctx, p, contract, bundle.as_ref())?;
         for s in redact::secret_values(&cfg) {
             ctx.mask(s);
         }
@@ -234,6 +236,7 @@ fn load_secrets(p: &Params, contract: Contract) -> Result<(Option<Bundle>, bool)
 }
 
 fn render(
+    ctx: &mut Context,
     p: &Params,
     contract: Contract,
     bundle: Option<&Bundle>,
@@ -247,7 +250,7 @@ fn render(
                 "rendering a machine config needs the secrets bundle: set secrets_file or secrets",
             )
         })?;
-        let opts = generate_options(p, contract)?;
+        let opts = generate_options(ctx, p, contract)?;
         MachineConfig::generate(bundle, &opts).map_err(module_error)?
     };
     let patches = load_patches(p)?;
@@ -256,7 +259,11 @@ fn render(
     Ok(cfg)
 }
 
-fn generate_options(p: &Params, contract: Contract) -> Result<GenerateOptions, ModuleError> {
+fn generate_options(
+    ctx: &mut Context,
+    p: &Params,
+    contract: Contract,
+) -> Result<GenerateOptions, ModuleError> {
     let machine_type = match p.str("machine_type") {
         Some("controlplane") => MachineType::ControlPlane,
         _ => MachineType::Worker,
@@ -270,10 +277,18 @@ fn generate_options(p: &Params, contract: Contract) -> Result<GenerateOptions, M
         .filter(|s| !s.is_empty())
         .ok_or_else(|| {
             ModuleError::new(
-                "machine_type needs cluster_endpoint, the Kubernetes API URL (e.g. https://10.0.0.10:6443)",
+                "machine_type needs cluster_endpoint, the Kubernetes API address or URL (e.g. 10.0.0.10 or https://10.0.0.10:6443)",
             )
         })?;
-    let mut opts = GenerateOptions::new(contract, machine_type, cluster_name, endpoint);
+    let endpoint = endpoint_url(endpoint).map_err(|e| option_error("cluster_endpoint", e))?;
+    if endpoint.implicit_443 {
+        ctx.warn(format!(
+            "cluster_endpoint {} names no port, so Kubernetes clients use 443; the API server \
+             listens on {KUBERNETES_API_PORT}: write the port unless a load balancer forwards 443",
+            endpoint.url
+        ));
+    }
+    let mut opts = GenerateOptions::new(contract, machine_type, cluster_name, endpoint.url);
     if let Some(version) = p.str("kubernetes_version") {
         let bare = version.trim_start_matches('v');
         if semver::Version::parse(bare).is_err() {
@@ -286,6 +301,11 @@ fn generate_options(p: &Params, contract: Contract) -> Result<GenerateOptions, M
     opts.install_disk = non_empty(p.str("install_disk"));
     if p.is_set("install_image") {
         opts.install_image = non_empty(p.str("install_image"));
+    } else if let Some(release) = p.str("talos_version").filter(|v| is_full_release(v)) {
+        // A full release (v1.13.9) is the installer a user means, as talosctl of that release
+        // writes its own tag: a node booted from that release's media is never pointed at an
+        // older installer by a default.
+        opts.install_image = Some(installer_for_release(contract, release));
     }
     opts.additional_sans = strings(p, "additional_sans");
     opts.dns_domain = p.str("dns_domain").unwrap_or("cluster.local").to_string();
@@ -553,6 +573,11 @@ fn strings(p: &Params, name: &str) -> Vec<String> {
         .into_iter()
         .map(str::to_string)
         .collect()
+}
+
+/// `v1.13.9` or `1.13.9-rc.0` (a release), not just the contract `v1.13`.
+fn is_full_release(version: &str) -> bool {
+    version.trim().trim_start_matches('v').split('.').count() >= 3
 }
 
 fn non_empty(value: Option<&str>) -> Option<String> {
