@@ -403,3 +403,66 @@ def test_return_content_masks_secrets(ansible, sample, tmp_path):
     forms = secret_forms((sample.secrets).read_text())
     assert leaks(config, forms) == [] and leaks(run.output, forms) == []
     assert "********" in config
+
+
+def test_a_full_release_picks_its_own_installer(ansible, sample, tmp_path):
+    """talosctl writes its own release tag as the installer (v1.13.9 writes installer:v1.13.9, with Kubernetes
+    1.36.3 from pkg/machinery/constants/constants.go at v1.13.9). A full talos_version does the same, so a config
+    for nodes booted from v1.13.4 media never points them at another release by a default."""
+
+    def render(name, **options):
+        dest = tmp_path / f"{name}.yaml"
+        tasks = f"""
+    - name: render
+      ferro.talos.talos_config:
+        secrets_file: {sample.secrets}
+        machine_type: worker
+        cluster_name: demo
+        cluster_endpoint: https://10.5.0.10:6443
+        dest: {dest}
+{"".join(f"        {k}: {v}{chr(10)}" for k, v in options.items())}"""
+        run = ansible.run(play(tasks))
+        assert run.rc == 0, run.output
+        return yaml.safe_load_all(dest.read_text()).__next__()["machine"]
+
+    assert render("contract")["install"]["image"] == "ghcr.io/siderolabs/installer:v1.13.9"
+    assert render("contract")["kubelet"]["image"] == "ghcr.io/siderolabs/kubelet:v1.36.3"
+    assert render("release", talos_version="v1.13.4")["install"]["image"] == "ghcr.io/siderolabs/installer:v1.13.4"
+    assert render("bare", talos_version="1.12.5")["install"]["image"] == "ghcr.io/siderolabs/installer:v1.12.5"
+    explicit = render("explicit", talos_version="v1.13.4", install_image="registry.example/installer:v1.13.5")
+    assert explicit["install"]["image"] == "registry.example/installer:v1.13.5"
+
+
+ENDPOINT_FORMS = [
+    ("127.0.10.1", "https://127.0.10.1:6443"),
+    ("127.0.10.1:6443", "https://127.0.10.1:6443"),
+    ("fd00::10", "https://[fd00::10]:6443"),
+    ("[fd00::10]", "https://[fd00::10]:6443"),
+    ("[fd00::10]:6443", "https://[fd00::10]:6443"),
+    ("k8s.example.com", "https://k8s.example.com:6443"),
+    ("https://10.0.0.10:6443", "https://10.0.0.10:6443"),
+    ("https://lb.example.com", "https://lb.example.com"),
+]
+
+
+@pytest.mark.parametrize("given,written", ENDPOINT_FORMS, ids=[f[0] for f in ENDPOINT_FORMS])
+def test_every_endpoint_form_is_read_once_in_the_module(ansible, sample, tmp_path, given, written):
+    """Users write the endpoint as an address, address:port, bracketed or bare IPv6, or a URL; each becomes one
+    https URL (before, `127.0.10.1:6443` became `https://127.0.10.1:6443:6443` in the role)."""
+    dest = tmp_path / "w.yaml"
+    tasks = f"""
+    - name: render
+      ferro.talos.talos_config:
+        secrets_file: {sample.secrets}
+        machine_type: worker
+        cluster_name: demo
+        cluster_endpoint: "{given}"
+        dest: {dest}
+"""
+    run = ansible.run(play(tasks))
+    assert run.rc == 0, run.output
+    cfg = next(yaml.safe_load_all(dest.read_text()))
+    assert cfg["cluster"]["controlPlane"]["endpoint"] == written
+    warnings = run.task("render")["result"].get("warnings", [])
+    # Only a URL without a port is worth a word: clients then use 443, not the API server's 6443.
+    assert any("names no port" in w for w in warnings) == (written == "https://lb.example.com"), warnings
