@@ -15,7 +15,7 @@ use ferro_talos_proto::cluster::cluster_service_client::ClusterServiceClient;
 use ferro_talos_proto::cluster::{ClusterInfo, HealthCheckRequest};
 use ferro_talos_proto::common::{self, ContainerDriver, ContainerdInstance, ContainerdNamespace};
 use ferro_talos_proto::cosi::resource::state_client::StateClient;
-use ferro_talos_proto::cosi::resource::{GetRequest, Resource};
+use ferro_talos_proto::cosi::resource::{GetRequest, ListRequest, ListResponse, Resource};
 use ferro_talos_proto::machine::image_service_client::ImageServiceClient;
 use ferro_talos_proto::machine::lifecycle_service_client::LifecycleServiceClient;
 use ferro_talos_proto::machine::machine_service_client::MachineServiceClient;
@@ -814,6 +814,29 @@ impl TalosClient {
                 "the reply has no resource",
             )
         })
+    }
+
+    /// COSI `State/List`: every resource of a type, in the order the node sends them.
+    pub async fn list_resources(&self, namespace: &str, kind: &str) -> Result<Vec<Resource>> {
+        let op = format!("list {kind} {namespace}");
+        let limit = self.opts.call_timeout;
+        let req = self.request(
+            ListRequest {
+                namespace: namespace.to_string(),
+                r#type: kind.to_string(),
+                options: None,
+            },
+            limit,
+        )?;
+        let mut client =
+            StateClient::new(self.channel.clone()).max_decoding_message_size(MAX_MESSAGE_SIZE);
+        let mut out = Vec::new();
+        self.stream(&op, limit, client.list(req), |item: ListResponse| {
+            out.extend(item.resource);
+            Ok(())
+        })
+        .await?;
+        Ok(out)
     }
 
     /// The active machine config, byte for byte as the node stores it.

@@ -598,7 +598,9 @@ async fn lifecycle_and_legacy_upgrades() {
         Some("376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba")
     );
 
-    // The schematic is reported as the `schematic` extension.
+    // The schematic is reported as the `schematic` extension, after the image's system extension:
+    // extension statuses are numbered in install order (upstream's
+    // internal/app/machined/pkg/controllers/runtime/extension_status.go at v1.13.9).
     let mut cosi = StateClient::new(channel(ep, admin()).await.unwrap());
     let mut list = cosi
         .list(ListRequest {
@@ -609,11 +611,18 @@ async fn lifecycle_and_legacy_upgrades() {
         .await
         .unwrap()
         .into_inner();
-    let ext = list.message().await.unwrap().unwrap().resource.unwrap();
+    let mut extensions = Vec::new();
+    while let Some(item) = list.message().await.unwrap() {
+        let r = item.resource.unwrap();
+        extensions.push((r.metadata.unwrap().id, r.spec.unwrap().yaml_spec));
+    }
+    assert_eq!(extensions.len(), 2, "{extensions:?}");
+    assert_eq!(extensions[0].0, "0");
+    assert!(extensions[0].1.contains("name: iscsi-tools"));
+    assert_eq!(extensions[1].0, "1");
     assert!(
-        ext.spec
-            .unwrap()
-            .yaml_spec
+        extensions[1]
+            .1
             .contains("version: 376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba")
     );
 

@@ -690,12 +690,19 @@ async fn upgrade_node(
 /// The schematic id Image Factory installers record as the `schematic` extension (its version).
 /// Only the first extension status is looked at: without a List call this is a best effort,
 /// and anything unexpected means "unknown" rather than an error.
+/// The schematic the node runs: the Image Factory's `schematic` extension, wherever it is among the
+/// node's extensions. Their IDs are indexes ("0", "1", ...) in install order
+/// (`internal/app/machined/pkg/controllers/runtime/extension_status.go` at v1.13.9), so with other
+/// extensions the schematic is not at "0": upstream's own test has it at "2".
 async fn running_schematic(client: &TalosClient) -> Option<String> {
-    let res = client
-        .get_resource("runtime", "ExtensionStatuses.runtime.talos.dev", "0")
+    let statuses = client
+        .list_resources("runtime", "ExtensionStatuses.runtime.talos.dev")
         .await
         .ok()?;
-    schematic_from_extension_yaml(&res.spec?.yaml_spec)
+    statuses
+        .into_iter()
+        .filter_map(|r| r.spec)
+        .find_map(|spec| schematic_from_extension_yaml(&spec.yaml_spec))
 }
 
 /// `version` of an extension status whose `name` is `schematic`, from its YAML spec.

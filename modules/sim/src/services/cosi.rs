@@ -21,8 +21,11 @@ pub struct Cosi(pub Ctx);
 const MC: (&str, &str) = ("config", "MachineConfigs.config.talos.dev");
 const MT: (&str, &str) = ("config", "MachineTypes.config.talos.dev");
 const MS: (&str, &str) = ("runtime", "MachineStatuses.runtime.talos.dev");
-/// Image Factory installers add a `schematic` extension whose version is the schematic id;
-/// the simulator reports the remembered schematic there (yaml_spec only, no proto_spec).
+/// Image Factory installers add a `schematic` extension whose version is the schematic id.
+/// Extension statuses are numbered by install order ("0", "1", ...: upstream's
+/// `internal/app/machined/pkg/controllers/runtime/extension_status.go` at v1.13.9), so the
+/// simulator puts a system extension first and the schematic after it, as a factory image with
+/// extensions has them (yaml_spec only, no proto_spec).
 const EXT: (&str, &str) = ("runtime", "ExtensionStatuses.runtime.talos.dev");
 const NAMESPACES: &[&str] = &[
     "config", "runtime", "network", "k8s", "cluster", "secrets", "meta", "etcd", "v1alpha1",
@@ -154,19 +157,26 @@ fn resources(shared: &Shared, idx: usize, ns: &str, ty: &str) -> BTreeMap<String
     } else if (ns, ty) == EXT
         && let Some(schematic) = &n.schematic
     {
-        let yaml = format!(
-            "metadata:\n    name: schematic\n    version: {schematic}\n    description: Image Factory schematic\n"
-        );
-        out.insert(
-            "0".into(),
-            Resource {
-                metadata: Some(meta(ns, ty, "0", n.generation, n.config_updated)),
-                spec: Some(Spec {
-                    proto_spec: vec![],
-                    yaml_spec: yaml,
-                }),
-            },
-        );
+        let extensions = [
+            "image: 000.sqsh\nmetadata:\n    name: iscsi-tools\n    version: v0.2.0\n    author: Sidero Labs\n    description: open-iscsi tools\n    compatibility:\n        talos:\n            version: '>= v1.13.0'\n"
+                .to_string(),
+            format!(
+                "image: 001.sqsh\nmetadata:\n    name: schematic\n    version: {schematic}\n    description: Image Factory schematic\n"
+            ),
+        ];
+        for (index, yaml) in extensions.into_iter().enumerate() {
+            let id = index.to_string();
+            out.insert(
+                id.clone(),
+                Resource {
+                    metadata: Some(meta(ns, ty, &id, n.generation, n.config_updated)),
+                    spec: Some(Spec {
+                        proto_spec: vec![],
+                        yaml_spec: yaml,
+                    }),
+                },
+            );
+        }
     }
     out
 }
