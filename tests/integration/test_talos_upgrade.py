@@ -41,7 +41,8 @@ CONVERGE = """
         machine_type: "{{ 'controlplane' if 'controlplane' in group_names else 'worker' }}"
         cluster_name: "{{ talos_cluster_name }}"
         cluster_endpoint: "{{ talos_cluster_endpoint }}"
-        talos_version: v1.13
+        # The release the nodes were installed from: its own installer goes into the configs.
+        talos_version: v1.13.6
         kubernetes_version: "{{ talos_kubernetes_version }}"
         dest: "{{ talos_render_dir }}/{{ inventory_hostname }}.yaml"
     - name: Apply the config

@@ -180,6 +180,24 @@ async fn apply_first(
     creds: Option<&Credentials>,
     opts: ConnectOptions,
 ) -> Result<ModuleResult, ModuleError> {
+    // Upstream (v1alpha1_server.go ApplyConfiguration at v1.13.9) takes both modes in maintenance
+    // mode, but neither gives the node a config to run: STAGED only writes the persistent config
+    // (the node stays in maintenance, a media-booted one loses it at the next boot), TRY runs it
+    // without storing it and rolls back to nothing. Waiting for either would wait for nothing.
+    if matches!(req.mode, ApplyMode::Staged | ApplyMode::Try) {
+        return Err(ModuleError::new(format!(
+            "node {} is in maintenance mode, where mode={} does not give it a config to run \
+             ({}); apply its first config with mode auto or no_reboot",
+            req.target.node,
+            req.mode_name,
+            if req.mode == ApplyMode::Staged {
+                "Talos only stores a staged config, and the node stays in maintenance mode"
+            } else {
+                "Talos runs a try config without storing it and then rolls it back"
+            }
+        ))
+        .with("node", req.target.node.clone()));
+    }
     let empty = MachineConfig::default();
     let mut result = base_result(req, &empty, true)
         .with("maintenance", true)
@@ -274,6 +292,7 @@ async fn apply_configured(
             .apply_configuration(req.text.as_bytes(), req.mode, true, Some(req.try_timeout))
             .await
             .map_err(|e| client_error(ctx, e))?;
+        let (result, pending) = pending_until_reboot(result, reboot_required, reply.mode());
         let resolved = mode_label(reply.mode());
         // The dry-run text carries Talos's own, unmasked diff: keep only its summary line.
         let summary = reply
@@ -286,7 +305,7 @@ async fn apply_configured(
             .with("resolved_mode", resolved)
             .with("dry_run", summary)
             .msg(format!(
-                "would apply the config to {} ({resolved})",
+                "would apply the config to {} ({resolved}){pending}",
                 req.target.node
             )));
     }
@@ -299,7 +318,11 @@ async fn apply_configured(
         ctx.warn(format!("{}: {w}", req.target.node));
     }
     let resolved = reply.mode();
-    result = result.with("resolved_mode", mode_label(resolved));
+    let (with_pending, pending) = pending_until_reboot(result, reboot_required, resolved);
+    result = with_pending.with("resolved_mode", mode_label(resolved));
+    if !pending.is_empty() {
+        ctx.warn(format!("{}{pending}", req.target.node));
+    }
     let msg = match resolved {
         ApplyMode::Staged => format!(
             "staged the config on {}; it takes effect at the next reboot",
@@ -323,10 +346,36 @@ async fn apply_configured(
         ),
         _ => {
             verify_live(ctx, &client, req).await?;
-            format!("applied the config to {} without a reboot", req.target.node)
+            format!(
+                "applied the config to {} without a reboot{pending}",
+                req.target.node
+            )
         }
     };
     Ok(result.msg(msg))
+}
+
+/// Talos 1.14 resolves AUTO to NO_REBOOT for every change (its `CanApplyImmediate` check is gone:
+/// `v1alpha1_server.go` ApplyConfiguration at v1.14.0-rc.1), and nothing reports that a change
+/// waits for a reboot. When Talos applied without a reboot a change that 1.13's rules say needs
+/// one, the result says so instead of `reboot_required: true` with nothing rebooting: the change is
+/// pending until the node's next reboot. Returns the result and a message suffix (empty if not).
+fn pending_until_reboot(
+    result: ModuleResult,
+    reboot_required: bool,
+    resolved: ApplyMode,
+) -> (ModuleResult, String) {
+    if !reboot_required || resolved != ApplyMode::NoReboot {
+        return (result.with("pending_reboot", false), String::new());
+    }
+    (
+        result
+            .with("reboot_required", false)
+            .with("pending_reboot", true),
+        "; Talos applies it without a reboot, so the changes in reboot_reasons take effect only \
+         at the node's next reboot (reboot it to make them active)"
+            .to_string(),
+    )
 }
 
 /// After a first config: wait until the node runs it (MachineStatus RUNNING) on
