@@ -364,6 +364,34 @@ def test_kubernetes_jump_of_two_minors_is_refused(ansible, sim_factory, tmp_path
     assert all(r["result"]["kubernetes"]["current"] == "1.34.2" for r in check.tasks(TASK))
 
 
+def test_a_control_plane_is_not_taken_down_when_etcd_could_lose_quorum(ansible, sim_factory, tmp_path):
+    """Upstream's legacy Upgrade refuses on a control plane when etcd has exactly two members or a member is not
+    healthy (internal/pkg/etcd/etcd.go ValidateForUpgrade at v1.13.9); the LifecycleService path has no such guard
+    on the server (internal/app/lifecycle/lifecycle.go), so the module checks before anything moves."""
+    sim, inventory = converged(ansible, sim_factory, tmp_path, control_planes=2, workers=0, version="v1.13.4")
+    before = snapshot(sim)
+    for check in (True, False):
+        run = upgrade(ansible, inventory, {"image": f"{GHCR}:v1.13.6"}, check=check)
+        assert run.rc != 0
+        for r in run.tasks(TASK):
+            assert "etcd has 2 members" in r["result"]["msg"] and "nothing was changed" in r["result"]["msg"], r
+    assert snapshot(sim) == before
+
+
+def test_an_unhealthy_etcd_member_stops_a_control_plane_upgrade(ansible, sim_factory, tmp_path):
+    sim, inventory = converged(ansible, sim_factory, tmp_path, control_planes=3, workers=0,
+                               version="v1.13.4")
+    sick = sim.nodes[1]["address"]
+    sim.control(op="fault", node=1, etcd_down=True)
+    before = snapshot(sim)
+    run = upgrade(ansible, inventory, {"image": f"{GHCR}:v1.13.6"})
+    assert run.rc != 0
+    for r in run.tasks(TASK):
+        msg = r["result"]["msg"]
+        assert f"on {sick} is not healthy" in msg and "all members must be healthy" in msg, msg
+    assert snapshot(sim) == before
+
+
 def test_reboot_that_never_returns_fails_within_the_timeout(ansible, sim_factory, tmp_path):
     sim, inventory = converged(ansible, sim_factory, tmp_path, control_planes=3, workers=1, version="v1.13.4")
     first = sim.status()[0]
