@@ -197,3 +197,16 @@ def test_bad_input_fails_clearly(ansible, sample, tmp_path, name, args, expected
     assert expected in result["msg"], result["msg"]
     assert "panicked" not in run.output and "internal error" not in result["msg"]
     assert list(out.iterdir()) == []
+
+
+def test_talos_check_needs_every_node_of_the_cluster_listed(ansible, cluster):
+    """Talos's "all k8s nodes to report" check needs the listed nodes and the Kubernetes nodes to match both ways
+    (pkg/cluster/check/kubernetes.go, cluster.NodesMatch at v1.13.9); its wait ends with a bare DeadlineExceeded
+    "context deadline exceeded" (v1alpha1_cluster.go), so the module names the check from the progress lines."""
+    args = {**cluster["args"], "worker_nodes": [], "timeout": 4}
+    run, result = gate(ansible, args)
+    assert run.rc != 0
+    msg = result["msg"]
+    assert "all k8s nodes to report: unexpected nodes with IPs" in msg, msg
+    assert cluster["workers"][0] in msg and "list every node of the cluster" in msg
+    assert "context deadline exceeded" not in msg

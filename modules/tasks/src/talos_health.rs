@@ -339,7 +339,7 @@ async fn one_round(
     let members = etcd_members(&asked).await;
     let cps: Vec<String> = match (given_cps, &members) {
         (Some(given), _) => given.to_vec(),
-        (None, Ok(m)) => m.iter().map(|(ip, _)| ip.clone()).collect(),
+        (None, Ok(m)) => m.iter().map(|m| m.ips[0].clone()).collect(),
         (None, Err(_)) => vec![target.node.clone()],
     };
     let all: Vec<String> = cps.iter().chain(workers.iter()).cloned().collect();
@@ -444,7 +444,12 @@ async fn one_round(
                 Status::Ok,
                 "all Talos health checks passed",
             ),
-            Err(e) => Check::new(CHECK_TALOS, &target.node, Status::Failed, e.message.clone()),
+            Err(e) => Check::new(
+                CHECK_TALOS,
+                &target.node,
+                Status::Failed,
+                talos_check_failure(&e, &messages),
+            ),
         });
     } else {
         checks.push(Check::new(
@@ -457,8 +462,55 @@ async fn one_round(
     empty(checks, cps, messages)
 }
 
-/// etcd members as (ip from the first peer URL, is_learner).
-async fn etcd_members(client: &TalosClient) -> Result<Vec<(String, bool)>, String> {
+/// Why Talos's own check failed. When its wait runs out, Talos ends the stream with the bare
+/// DeadlineExceeded "context deadline exceeded" (`v1alpha1_cluster.go` at v1.13.9 returns the
+/// context's error); which check was still failing, and why, is only in the last progress line
+/// ("waiting for <check>: <error>"), so that line is the reason given.
+fn talos_check_failure(e: &ferro_talos_client::ClientError, progress: &[String]) -> String {
+    let failing = progress.iter().rev().find_map(|line| {
+        let rest = line.strip_prefix("waiting for ")?;
+        let (check, state) = rest.split_once(": ")?;
+        (state != "OK" && state != "..." && state != "SKIP").then(|| format!("{check}: {state}"))
+    });
+    // "all k8s nodes to report" needs the listed nodes to be exactly the cluster's
+    // (pkg/cluster/check/kubernetes.go, cluster.NodesMatch at v1.13.9).
+    let advice = match &failing {
+        Some(f) if f.starts_with("all k8s nodes to report: ") => {
+            "; list every node of the cluster in control_plane_nodes and worker_nodes (or neither, \
+             to let Talos find them)"
+        }
+        _ => "",
+    };
+    match (e.kind == ErrorKind::Timeout, failing) {
+        (true, Some(failing)) => {
+            format!("{failing} (Talos's check did not pass in time){advice}")
+        }
+        (_, Some(failing)) if !e.message.contains(&failing) => {
+            format!("{}; last progress: {failing}", e.message)
+        }
+        _ => e.message.clone(),
+    }
+}
+
+/// An etcd member as the gate sees it: every address of its peer URLs (several on a dual-stack
+/// node: upstream's "etcd members to be control plane nodes" check takes every peer URL of every
+/// member, `pkg/cluster/check/etcd.go` at v1.13.9) and whether it is still a learner.
+#[derive(Debug)]
+struct Member {
+    ips: Vec<String>,
+    learner: bool,
+}
+
+impl Member {
+    fn is(&self, ip: &str) -> bool {
+        self.ips.iter().any(|i| i == ip)
+    }
+    fn name(&self) -> String {
+        self.ips.join("/")
+    }
+}
+
+async fn etcd_members(client: &TalosClient) -> Result<Vec<Member>, String> {
     let members = client
         .etcd_member_list()
         .await
@@ -466,49 +518,54 @@ async fn etcd_members(client: &TalosClient) -> Result<Vec<(String, bool)>, Strin
     members
         .into_iter()
         .map(|m| {
-            let ip = m.peer_urls.iter().find_map(|u| url_host(u));
-            match ip {
-                Some(ip) => Ok((ip, m.is_learner)),
-                None => Err(format!(
+            let mut ips: Vec<String> = m.peer_urls.iter().filter_map(|u| url_host(u)).collect();
+            ips.dedup();
+            if ips.is_empty() {
+                return Err(format!(
                     "etcd member {} ({:x}) has no usable peer URL: {:?}",
                     m.hostname, m.id, m.peer_urls
-                )),
+                ));
             }
+            Ok(Member {
+                ips,
+                learner: m.is_learner,
+            })
         })
         .collect()
 }
 
-fn members_check(node: &str, cps: &[String], members: &[(String, bool)], given: bool) -> Check {
-    let ips: Vec<&str> = members.iter().map(|(ip, _)| ip.as_str()).collect();
+fn members_check(node: &str, cps: &[String], members: &[Member], given: bool) -> Check {
     let mut problems: Vec<String> = Vec::new();
     for cp in cps {
-        if !ips.contains(&cp.as_str()) {
+        if !members.iter().any(|m| m.is(cp)) {
             problems.push(format!("member {cp} missing"));
         }
     }
     if given {
-        for ip in &ips {
-            if !cps.iter().any(|c| c == ip) {
+        for m in members {
+            if !cps.iter().any(|c| m.is(c)) {
                 problems.push(format!(
-                    "{ip} is an etcd member but not in control_plane_nodes"
+                    "{} is an etcd member but not in control_plane_nodes",
+                    m.name()
                 ));
             }
         }
     }
-    for (ip, learner) in members {
-        if *learner {
-            problems.push(format!("member {ip} is still a learner"));
+    for m in members {
+        if m.learner {
+            problems.push(format!("member {} is still a learner", m.name()));
         }
     }
     if members.is_empty() {
         problems.push("etcd has no members".into());
     }
     if problems.is_empty() {
+        let names: Vec<String> = members.iter().map(Member::name).collect();
         Check::new(
             CHECK_ETCD_MEMBERS,
             node,
             Status::Ok,
-            format!("members: {}", ips.join(", ")),
+            format!("members: {}", names.join(", ")),
         )
     } else {
         Check::new(
@@ -607,17 +664,24 @@ mod tests {
         assert_eq!(url_host("https://:2380"), None);
     }
 
+    fn member(ips: &[&str], learner: bool) -> Member {
+        Member {
+            ips: ips.iter().map(|s| s.to_string()).collect(),
+            learner,
+        }
+    }
+
     #[test]
     fn members_must_equal_control_planes() {
         let cps = vec!["10.0.0.1".to_string(), "10.0.0.2".to_string()];
         let ok = members_check(
             "10.0.0.1",
             &cps,
-            &[("10.0.0.1".into(), false), ("10.0.0.2".into(), false)],
+            &[member(&["10.0.0.1"], false), member(&["10.0.0.2"], false)],
             true,
         );
         assert_eq!(ok.status, Status::Ok);
-        let missing = members_check("10.0.0.1", &cps, &[("10.0.0.1".into(), false)], true);
+        let missing = members_check("10.0.0.1", &cps, &[member(&["10.0.0.1"], false)], true);
         assert_eq!(missing.status, Status::Failed);
         assert!(
             missing.message.contains("member 10.0.0.2 missing"),
@@ -628,9 +692,9 @@ mod tests {
             "10.0.0.1",
             &cps,
             &[
-                ("10.0.0.1".into(), false),
-                ("10.0.0.2".into(), false),
-                ("10.0.0.9".into(), true),
+                member(&["10.0.0.1"], false),
+                member(&["10.0.0.2"], false),
+                member(&["10.0.0.9"], true),
             ],
             true,
         );
@@ -640,6 +704,27 @@ mod tests {
             extra.message
         );
         assert!(extra.message.contains("learner"), "{}", extra.message);
+    }
+
+    /// A dual-stack member advertises an IPv6 and an IPv4 peer URL; either may be listed first.
+    #[test]
+    fn a_member_with_several_peer_urls_matches_any_of_them() {
+        let cps = vec!["10.0.0.1".to_string(), "10.0.0.2".to_string()];
+        let dual = members_check(
+            "10.0.0.1",
+            &cps,
+            &[
+                member(&["fd00::1", "10.0.0.1"], false),
+                member(&["10.0.0.2", "fd00::2"], false),
+            ],
+            true,
+        );
+        assert_eq!(dual.status, Status::Ok, "{}", dual.message);
+        assert!(
+            dual.message.contains("fd00::1/10.0.0.1"),
+            "{}",
+            dual.message
+        );
     }
 
     #[test]

@@ -1,6 +1,13 @@
 //! `cluster.ClusterService/HealthCheck` (api.md §7, §16): the discovered-nodes line, then the
 //! checks in Talos's order, each reported as `waiting for <check>: ...` and then `OK` (or the
 //! current error while it keeps failing, until `wait_timeout`).
+//!
+//! Upstream (tag v1.13.9): `internal/app/machined/internal/server/v1alpha1/v1alpha1_cluster.go`
+//! runs `pkg/cluster/check/default.go`'s checks one after another under a context with the wait
+//! timeout; when it expires the handler returns the bare context error, which gRPC sends as
+//! DeadlineExceeded "context deadline exceeded" (the failing check is only in the progress lines).
+//! "all k8s nodes to report" (`pkg/cluster/check/kubernetes.go`, `cluster.NodesMatch`) needs the
+//! listed nodes and the Kubernetes nodes to match both ways.
 
 use std::time::Duration;
 
@@ -96,8 +103,36 @@ fn evaluate(st: &State, i: usize, cps: &[String], workers: &[String]) -> Result<
             Some(text) => Err(text.clone()),
             None => Ok(()),
         },
+        9 => k8s_nodes_match(st, cps, workers),
         _ => Ok(()),
     }
+}
+
+/// The Kubernetes nodes are the nodes that run a config (a registered Node object each); every
+/// one listed must be among them and none may be left over, with upstream's texts.
+fn k8s_nodes_match(st: &State, cps: &[String], workers: &[String]) -> Result<(), String> {
+    let registered: Vec<String> = st
+        .nodes
+        .iter()
+        .filter(|n| n.active.is_some())
+        .map(|n| n.address.to_string())
+        .collect();
+    let expected: Vec<&String> = cps.iter().chain(workers.iter()).collect();
+    if let Some(missing) = expected.iter().find(|ip| !registered.contains(ip)) {
+        return Err(format!("can't find expected node with IPs [{missing:?}]"));
+    }
+    let unexpected: Vec<String> = registered
+        .iter()
+        .filter(|ip| !expected.contains(ip))
+        .map(|ip| format!("{ip:?}"))
+        .collect();
+    if !unexpected.is_empty() {
+        return Err(format!(
+            "unexpected nodes with IPs [{}]",
+            unexpected.join(" ")
+        ));
+    }
+    Ok(())
 }
 
 #[tonic::async_trait]
@@ -196,9 +231,9 @@ impl ClusterService for Cluster {
                                     }
                                     if tokio::time::Instant::now() >= deadline {
                                         let _ = tx
-                                            .send(Err(Status::deadline_exceeded(format!(
-                                                "{check}: {last}"
-                                            ))))
+                                            .send(Err(Status::deadline_exceeded(
+                                                "context deadline exceeded",
+                                            )))
                                             .await;
                                         return;
                                     }
