@@ -65,6 +65,10 @@ def release(tmp_path_factory):
     text = galaxy.read_text()
     current = yaml.safe_load(text)["version"]
     galaxy.write_text(text.replace(f"version: {current}\n", f"version: {VERSION}\n", 1))
+    # A release has one summary: the test's own replaces any the fragments already hold.
+    for fragment in (repo / "changelogs" / "fragments").glob("*.yml"):
+        if "release_summary" in (yaml.safe_load(fragment.read_text()) or {}):
+            git(repo, "rm", "-q", str(fragment.relative_to(repo)))
     (repo / "changelogs" / "fragments" / "release-test.yml").write_text(
         "---\nrelease_summary: Release made by the release test.\n"
     )
