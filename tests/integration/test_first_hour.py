@@ -105,3 +105,30 @@ def test_a_config_that_changes_the_machine_type_is_refused(ansible, sim_factory,
         assert result["live_machine_type"] == "controlplane" and result["machine_type"] == "worker"
     after = sim.status()[0]
     assert after["machine_type"] == "controlplane" and after["boot_id"] == before["boot_id"]
+
+
+def test_group_defaults_for_the_connection_options_leave_talos_config_alone(ansible, sample, tmp_path):
+    """module_defaults for group/ferro.talos.talos set the connection options; talos_config, whose talosconfig option
+    is a file it writes, is not in the group, so a render-only task neither fails on them nor writes a talosconfig."""
+    talosconfig = tmp_path / "talosconfig"
+    dest = tmp_path / "worker.yaml"
+    playbook = f"""
+- hosts: localhost
+  gather_facts: false
+  module_defaults:
+    group/ferro.talos.talos:
+      talosconfig: {talosconfig}
+      connect_timeout: 5
+  tasks:
+    - name: render
+      ferro.talos.talos_config:
+        secrets_file: {sample.secrets}
+        machine_type: worker
+        cluster_name: demo
+        cluster_endpoint: 10.5.0.10
+        dest: {dest}
+"""
+    run = ansible.run(playbook)
+    assert run.rc == 0, run.output
+    assert dest.exists()
+    assert not talosconfig.exists(), "a render-only task must not write a talosconfig"
