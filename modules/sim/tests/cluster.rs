@@ -400,7 +400,10 @@ async fn bootstrap_etcd_members_and_routing() {
     };
     assert_eq!(err.code(), Code::DeadlineExceeded);
     assert_eq!(err.message(), "context deadline exceeded");
-    assert!(last.starts_with("waiting for etcd to be healthy: "), "{last}");
+    assert!(
+        last.starts_with("waiting for etcd to be healthy: "),
+        "{last}"
+    );
     cluster.shutdown().await;
 }
 
