@@ -1,5 +1,7 @@
 """talos_apply against nodes of different Talos versions, as upstream resolves the apply modes."""
 
+import time
+
 import yaml
 
 from sim_cluster import converge
@@ -96,3 +98,65 @@ def test_staged_and_try_are_refused_for_a_first_config(ansible, sim_factory, sam
             assert "mode auto or no_reboot" in msg
     status = sim.status()[0]
     assert status["maintenance"] and not status["has_staged_config"]
+
+
+def apply_labels(ansible, cluster, tmp_path, mode, label, check=False, try_timeout=60):
+    """Renders the control plane's config with a node label (live-applicable) and applies it with `mode`."""
+    cp = cluster["cps"][0]
+    dest = tmp_path / f"labels-{label}.yaml"
+    tasks = [
+        {
+            "name": "render",
+            "ferro.talos.talos_config": {
+                "secrets_file": str(cluster["secrets"]),
+                "machine_type": "controlplane",
+                "cluster_name": "gate",
+                "cluster_endpoint": f"https://{cp}:6443",
+                "patches": [{"machine": {"nodeLabels": {"tier": label}}}],
+                "dest": str(dest),
+            },
+        },
+        {
+            "name": "apply",
+            "ferro.talos.talos_apply": {
+                "node": cp,
+                "config": str(dest),
+                "secrets_file": str(cluster["secrets"]),
+                "mode": mode,
+                "try_timeout": try_timeout,
+            },
+        },
+    ]
+    run = ansible.run(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": tasks}]), check=check)
+    assert run.rc == 0, run.output
+    return run.task("apply")["result"]
+
+
+def test_staged_and_tried_configs_are_compared_with_what_the_next_boot_loads(ansible, sim_factory, tmp_path):
+    """The `persistent` MachineConfig is what the next boot loads: ahead of the running one after a staged apply,
+    behind it while a try runs (pkg/machinery/resources/config/machine_config.go at v1.13.9). A staged config is
+    reported once, and a config being tried is never "already running" for a mode that should keep it."""
+    sim = sim_factory(control_planes=1, workers=0)
+    cluster = converge(ansible, sim, tmp_path, bootstrap=False)
+    boot = sim.status()[0]["boot_id"]
+
+    first = apply_labels(ansible, cluster, tmp_path, "staged", "staged")
+    assert first["changed"] and first["resolved_mode"] == "staged"
+    again = apply_labels(ansible, cluster, tmp_path, "staged", "staged")
+    assert not again["changed"] and again["staged_pending"] is True, again
+    assert "already has this config staged" in again["msg"]
+    assert sim.status()[0]["boot_id"] == boot
+
+    tried = apply_labels(ansible, cluster, tmp_path, "try", "tried", try_timeout=4)
+    assert tried["changed"] and tried["resolved_mode"] == "try"
+    retried = apply_labels(ansible, cluster, tmp_path, "try", "tried", try_timeout=4)
+    assert not retried["changed"] and retried["try_pending"] is True, retried
+    # Keeping it: auto applies it again, which makes it permanent and cancels the rollback.
+    check = apply_labels(ansible, cluster, tmp_path, "auto", "tried", check=True)
+    assert check["changed"], check
+    kept = apply_labels(ansible, cluster, tmp_path, "auto", "tried")
+    assert kept["changed"] and kept["resolved_mode"] == "no_reboot", kept
+    time.sleep(5)
+    settled = apply_labels(ansible, cluster, tmp_path, "auto", "tried")
+    assert not settled["changed"] and settled["try_pending"] is False, settled
+    assert "already runs this config" in settled["msg"]

@@ -851,6 +851,25 @@ impl TalosClient {
             .map_err(|why| ClientError::new(self.target(), op, ErrorKind::Other, why))
     }
 
+    /// The config the next boot loads (the `persistent` MachineConfig), when the node has one:
+    /// ahead of the running config after a staged apply, behind it while a try runs. `None` when
+    /// the node publishes none, which means the running config is the one kept.
+    pub async fn get_persistent_machine_config(&self) -> Result<Option<Vec<u8>>> {
+        let op = "read the persistent machine config";
+        let res = match self
+            .get_resource("config", "MachineConfigs.config.talos.dev", "persistent")
+            .await
+        {
+            Ok(res) => res,
+            Err(e) if e.kind == ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e.during(op)),
+        };
+        let spec = res.spec.unwrap_or_default();
+        decode_machine_config(&spec.proto_spec, &spec.yaml_spec)
+            .map(Some)
+            .map_err(|why| ClientError::new(self.target(), op, ErrorKind::Other, why))
+    }
+
     /// The node's machine type (init, controlplane, worker; unknown in maintenance).
     pub async fn machine_type(&self) -> Result<MachineType> {
         let op = "read machine type";

@@ -272,11 +272,38 @@ async fn apply_configured(
         ctx.mask(s);
     }
     check_machine_type(req, &live)?;
+    // What the next boot loads: the `persistent` MachineConfig, ahead of the running one after a
+    // staged apply and behind it while a try runs (pkg/machinery/resources/config/machine_config.go
+    // at v1.13.9). Without one, the running config is what is kept.
+    let next_boot = match client
+        .get_persistent_machine_config()
+        .await
+        .map_err(|e| client_error(ctx, e))?
+    {
+        Some(bytes) => {
+            let cfg = MachineConfig::parse(&String::from_utf8_lossy(&bytes)).map_err(|e| {
+                ModuleError::new(format!(
+                    "node {}: its persistent config cannot be parsed ({e:#}); compare it by hand with talosctl get mc",
+                    req.target.node
+                ))
+            })?;
+            for s in redact::secret_values(&cfg) {
+                ctx.mask(s);
+            }
+            cfg
+        }
+        None => live.clone(),
+    };
     // Both sides through the same encoder, so formatting never counts as a change.
-    if live.to_yaml() == req.desired.to_yaml() {
+    let desired_yaml = req.desired.to_yaml();
+    let runs = live.to_yaml() == desired_yaml;
+    let kept = next_boot.to_yaml() == desired_yaml;
+    if let Some(done) = already_done(req, runs, kept) {
         return Ok(base_result(req, &live, false)
             .with("reboot_required", false)
-            .msg(format!("{} already runs this config", req.target.node)));
+            .with("staged_pending", kept && !runs)
+            .with("try_pending", runs && !kept)
+            .msg(done));
     }
     let reboot_required = live::reboot_required(&live, &req.desired);
     let mut result = base_result(req, &live, true).with("reboot_required", reboot_required);
@@ -353,6 +380,23 @@ async fn apply_configured(
         }
     };
     Ok(result.msg(msg))
+}
+
+/// Whether the node already has what the task asks for, and in what words. A staged config counts
+/// once it is what the next boot loads; a config being tried counts only for another try (any
+/// other mode applies it again, which makes it permanent and cancels the rollback).
+fn already_done(req: &Request, runs: bool, kept: bool) -> Option<String> {
+    let node = &req.target.node;
+    match (req.mode, runs, kept) {
+        (_, true, true) => Some(format!("{node} already runs this config")),
+        (ApplyMode::Staged, false, true) => Some(format!(
+            "{node} already has this config staged; it takes effect at the next reboot"
+        )),
+        (ApplyMode::Try, true, false) => Some(format!(
+            "{node} already runs this config in try mode; it is rolled back unless applied with mode auto or no_reboot"
+        )),
+        _ => None,
+    }
 }
 
 /// Talos 1.14 resolves AUTO to NO_REBOOT for every change (its `CanApplyImmediate` check is gone:
