@@ -7,32 +7,48 @@ import yaml
 from sim_cluster import converge
 
 
-def apply_env_change(ansible, cluster, tmp_path, check=False):
-    """Renders the node's config with a machine.env change (not live-applicable under Talos 1.13's rules)
-    and applies it with mode auto."""
+def render_and_apply(ansible, cluster, tmp_path, patch, name, mode="auto", check=False, try_timeout=60):
+    """Renders the first control plane's config with `patch` (rendering always runs for real) and applies it
+    with `mode`; returns the apply's result."""
     cp = cluster["cps"][0]
-    dest = tmp_path / "env.yaml"
-    render = [
-        {
-            "name": "render",
-            "ferro.talos.talos_config": {
-                "secrets_file": str(cluster["secrets"]),
-                "machine_type": "controlplane",
-                "cluster_name": "gate",
-                "cluster_endpoint": f"https://{cp}:6443",
-                "patches": [{"machine": {"env": {"HTTPS_PROXY": "http://proxy.example:3128"}}}],
-                "dest": str(dest),
-            },
-        }
-    ]
-    assert ansible.run(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": render}])).rc == 0
-    apply = [
-        {
-            "name": "apply",
-            "ferro.talos.talos_apply": {"node": cp, "config": str(dest), "secrets_file": str(cluster["secrets"])},
-        }
-    ]
-    return ansible.run(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": apply}]), check=check)
+    dest = tmp_path / f"{name}.yaml"
+
+    def play(tasks):
+        return yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": tasks}])
+
+    render = {
+        "name": "render",
+        "ferro.talos.talos_config": {
+            "secrets_file": str(cluster["secrets"]),
+            "machine_type": "controlplane",
+            "cluster_name": "gate",
+            "cluster_endpoint": f"https://{cp}:6443",
+            "patches": [patch],
+            "dest": str(dest),
+        },
+    }
+    assert ansible.run(play([render])).rc == 0
+    apply = {
+        "name": "apply",
+        "ferro.talos.talos_apply": {
+            "node": cp,
+            "config": str(dest),
+            "secrets_file": str(cluster["secrets"]),
+            "mode": mode,
+            "try_timeout": try_timeout,
+        },
+    }
+    run = ansible.run(play([apply]), check=check)
+    assert run.rc == 0, run.output
+    return run
+
+
+# machine.env is not live-applicable under Talos 1.13's rules.
+ENV_CHANGE = {"machine": {"env": {"HTTPS_PROXY": "http://proxy.example:3128"}}}
+
+
+def apply_env_change(ansible, cluster, tmp_path, check=False):
+    return render_and_apply(ansible, cluster, tmp_path, ENV_CHANGE, "env", check=check)
 
 
 def test_talos_1_14_applies_without_a_reboot_and_the_result_says_the_change_waits(ansible, sim_factory, tmp_path):
@@ -101,34 +117,9 @@ def test_staged_and_try_are_refused_for_a_first_config(ansible, sim_factory, sam
 
 
 def apply_labels(ansible, cluster, tmp_path, mode, label, check=False, try_timeout=60):
-    """Renders the control plane's config with a node label (live-applicable) and applies it with `mode`."""
-    cp = cluster["cps"][0]
-    dest = tmp_path / f"labels-{label}.yaml"
-    tasks = [
-        {
-            "name": "render",
-            "ferro.talos.talos_config": {
-                "secrets_file": str(cluster["secrets"]),
-                "machine_type": "controlplane",
-                "cluster_name": "gate",
-                "cluster_endpoint": f"https://{cp}:6443",
-                "patches": [{"machine": {"nodeLabels": {"tier": label}}}],
-                "dest": str(dest),
-            },
-        },
-        {
-            "name": "apply",
-            "ferro.talos.talos_apply": {
-                "node": cp,
-                "config": str(dest),
-                "secrets_file": str(cluster["secrets"]),
-                "mode": mode,
-                "try_timeout": try_timeout,
-            },
-        },
-    ]
-    run = ansible.run(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": tasks}]), check=check)
-    assert run.rc == 0, run.output
+    """A node label (live-applicable) applied with `mode`; returns the apply's result."""
+    patch = {"machine": {"nodeLabels": {"tier": label}}}
+    run = render_and_apply(ansible, cluster, tmp_path, patch, f"labels-{label}", mode, check, try_timeout)
     return run.task("apply")["result"]
 
 

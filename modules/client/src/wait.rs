@@ -116,17 +116,7 @@ pub async fn wait_for_reboot(
                 ),
             ));
         }
-        // Give the last attempt a fair chance rather than a sliver of time that
-        // would turn "not rebooted yet" into a misleading timeout.
-        let attempt_limit = left.clamp(Duration::from_secs(1), Duration::from_secs(10));
-        let opts = ConnectOptions {
-            connect_timeout: attempt_limit,
-            call_timeout: attempt_limit,
-            stream_timeout: attempt_limit,
-            read_retries: 0,
-            ..ConnectOptions::default()
-        };
-        match poll_once(endpoint, node, creds, opts).await {
+        match poll_once(endpoint, node, creds, attempt_options(left)).await {
             Ok((boot_id, tag)) => {
                 let changed = match (old_boot_id, &boot_id) {
                     (Some(old), Some(new)) => old != new,
@@ -159,6 +149,20 @@ pub async fn wait_for_reboot(
         }
         let left = deadline.saturating_duration_since(Instant::now());
         tokio::time::sleep(poll_interval.min(left)).await;
+    }
+}
+
+/// One poll's connection options while waiting, with `left` of the wait remaining: a fresh
+/// connection, no retries, and a limit that gives the last attempt a fair chance rather than a
+/// sliver of time that would turn "not back yet" into a misleading timeout.
+fn attempt_options(left: Duration) -> ConnectOptions {
+    let limit = left.clamp(Duration::from_secs(1), Duration::from_secs(10));
+    ConnectOptions {
+        connect_timeout: limit,
+        call_timeout: limit,
+        stream_timeout: limit,
+        read_retries: 0,
+        ..ConnectOptions::default()
     }
 }
 
@@ -227,15 +231,7 @@ pub async fn wait_until_running(
                 ),
             ));
         }
-        let attempt_limit = left.clamp(Duration::from_secs(1), Duration::from_secs(10));
-        let opts = ConnectOptions {
-            connect_timeout: attempt_limit,
-            call_timeout: attempt_limit,
-            stream_timeout: attempt_limit,
-            read_retries: 0,
-            ..ConnectOptions::default()
-        };
-        match poll_stage(endpoint, node, creds, opts).await {
+        match poll_stage(endpoint, node, creds, attempt_options(left)).await {
             Ok((stage, boot_id)) => {
                 if !answered {
                     answered = true;

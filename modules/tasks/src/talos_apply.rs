@@ -261,16 +261,7 @@ async fn apply_configured(
         .get_machine_config()
         .await
         .map_err(|e| client_error(ctx, e))?;
-    let live_text = String::from_utf8_lossy(&live_bytes).into_owned();
-    let live = MachineConfig::parse(&live_text).map_err(|e| {
-        ModuleError::new(format!(
-            "node {}: its current config cannot be parsed ({e:#}); compare it by hand with talosctl get mc",
-            req.target.node
-        ))
-    })?;
-    for s in redact::secret_values(&live) {
-        ctx.mask(s);
-    }
+    let live = node_config(ctx, req, &live_bytes, "current")?;
     check_machine_type(req, &live)?;
     // What the next boot loads: the `persistent` MachineConfig, ahead of the running one after a
     // staged apply and behind it while a try runs (pkg/machinery/resources/config/machine_config.go
@@ -280,18 +271,7 @@ async fn apply_configured(
         .await
         .map_err(|e| client_error(ctx, e))?
     {
-        Some(bytes) => {
-            let cfg = MachineConfig::parse(&String::from_utf8_lossy(&bytes)).map_err(|e| {
-                ModuleError::new(format!(
-                    "node {}: its persistent config cannot be parsed ({e:#}); compare it by hand with talosctl get mc",
-                    req.target.node
-                ))
-            })?;
-            for s in redact::secret_values(&cfg) {
-                ctx.mask(s);
-            }
-            cfg
-        }
+        Some(bytes) => node_config(ctx, req, &bytes, "persistent")?,
         None => live.clone(),
     };
     // Both sides through the same encoder, so formatting never counts as a change.
@@ -380,6 +360,25 @@ async fn apply_configured(
         }
     };
     Ok(result.msg(msg))
+}
+
+/// A config read from the node (`which`: current or persistent), its secrets masked from here on.
+fn node_config(
+    ctx: &mut Context,
+    req: &Request,
+    bytes: &[u8],
+    which: &str,
+) -> Result<MachineConfig, ModuleError> {
+    let cfg = MachineConfig::parse(&String::from_utf8_lossy(bytes)).map_err(|e| {
+        ModuleError::new(format!(
+            "node {}: its {which} config cannot be parsed ({e:#}); compare it by hand with talosctl get mc",
+            req.target.node
+        ))
+    })?;
+    for s in redact::secret_values(&cfg) {
+        ctx.mask(s);
+    }
+    Ok(cfg)
 }
 
 /// Whether the node already has what the task asks for, and in what words. A staged config counts
