@@ -339,6 +339,8 @@ BAD_INPUTS = [
     ("machine_type wrong type", {"secrets_file": "{s}", "machine_type": ["worker"], "dest": "{d}"}, "machine_type"),
     ("additional_sans wrong type", {"secrets_file": "{s}", "machine_type": "worker", "cluster_name": "x", "cluster_endpoint": "https://x:6443", "dest": "{d}", "additional_sans": {"a": 1}}, "additional_sans"),
     ("bad kubernetes_version", {"secrets_file": "{s}", "machine_type": "worker", "cluster_name": "x", "cluster_endpoint": "https://x:6443", "dest": "{d}", "kubernetes_version": "latest"}, "kubernetes_version"),
+    ("placeholder install image", {"secrets_file": "{s}", "machine_type": "worker", "cluster_name": "x", "cluster_endpoint": "https://x:6443", "dest": "{d}", "install_image": "factory.talos.dev/installer/<schematic>:v1.13.6"}, "install_image: \"factory.talos.dev/installer/<schematic>:v1.13.6\" holds a placeholder"),
+    ("install image not a reference", {"secrets_file": "{s}", "machine_type": "worker", "cluster_name": "x", "cluster_endpoint": "https://x:6443", "dest": "{d}", "install_image": "ghcr.io/SideroLabs/installer:v1.13.9"}, "install_image"),
     ("registry mirror not a URL string", {"secrets_file": "{s}", "machine_type": "worker", "cluster_name": "x", "cluster_endpoint": "https://x:6443", "dest": "{d}", "registry_mirrors": {"ghcr.io": 5}}, "registry_mirrors"),
 ]
 

@@ -9,6 +9,7 @@ pub mod diff;
 pub mod document;
 pub mod encode;
 pub mod generate;
+pub mod image;
 mod key_order;
 pub mod live;
 pub mod merge;

@@ -301,6 +301,10 @@ fn generate_options(
     opts.install_disk = non_empty(p.str("install_disk"));
     if p.is_set("install_image") {
         opts.install_image = non_empty(p.str("install_image"));
+        if let Some(image) = &opts.install_image {
+            ferro_talos_config::image::check_reference(image)
+                .map_err(|why| ModuleError::new(format!("install_image: {why}")))?;
+        }
     } else if let Some(release) = p.str("talos_version").filter(|v| is_full_release(v)) {
         // A full release (v1.13.9) is the installer a user means, as talosctl of that release
         // writes its own tag: a node booted from that release's media is never pointed at an
