@@ -108,6 +108,24 @@ def test_changed_patch_shows_the_key_path_and_no_secret(ansible, sim_factory, tm
     assert leaks(run.output, forms) == []
     assert leaks(repr(run.results), forms) == []
 
+    # The dropped manifest is said in the normal output, without -v (the user story's operator found it only
+    # by reading key names in a diff), and a cautious run stops on it before anything is applied.
+    plain = site(ansible, inventory, check=True)
+    assert "risky change at cluster.extraManifests" in plain.output, plain.output
+    cautious = inventory_for(sim, tmp_path, {"talos_cluster_patches": new, "talos_cluster_refuse_risky_changes": True})
+    before = {n["index"]: n["boot_id"] for n in sim.status()}
+    refused = site(ansible, cautious)
+    assert refused.rc != 0
+    msg = refused.task(APPLY, host="cp1")["result"]["msg"]
+    assert "refuse_risky_changes is set" in msg and "cluster.extraManifests" in msg and "nothing was applied" in msg
+    assert {n["index"]: n["boot_id"] for n in sim.status()} == before
+    inventory = inventory_for(sim, tmp_path, {"talos_cluster_patches": new})  # the same file, not cautious again
+    still = site(ansible, inventory, check=True)
+    assert set(still.task(APPLY, host="cp1")["result"]["changed_paths"]) == {
+        "cluster.extraManifests",
+        "machine.nodeLabels.tier",
+    }, "the refused change must not have been applied"
+
 
 def test_node_back_on_another_address_fails_naming_both(ansible, sim_factory, tmp_path):
     sim = sim_factory(control_planes=1, workers=1)

@@ -32,6 +32,7 @@ pub fn spec() -> Spec {
         .option(Opt::int("timeout").default(600))
         .option(Opt::str("expected_address"))
         .option(Opt::bool("allow_machine_type_change").default(false))
+        .option(Opt::bool("refuse_risky_changes").default(false))
 }
 
 /// Everything the run needs, checked up front so bad input never reaches a node.
@@ -48,6 +49,8 @@ struct Request {
     timeout: Duration,
     /// A config that turns a control plane into a worker (or back) is applied only when asked.
     allow_machine_type_change: bool,
+    /// Stop before applying anything that `risk::risky_changes` lists.
+    refuse_risky_changes: bool,
 }
 
 pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
@@ -99,6 +102,7 @@ fn request(ctx: &mut Context, p: &Params) -> Result<Request, ModuleError> {
         wait: p.bool("wait"),
         timeout,
         allow_machine_type_change: p.bool("allow_machine_type_change"),
+        refuse_risky_changes: p.bool("refuse_risky_changes"),
     })
 }
 
@@ -285,6 +289,7 @@ async fn apply_configured(
             .with("try_pending", runs && !kept)
             .msg(done));
     }
+    check_risky_changes(ctx, req, &live)?;
     let reboot_required = live::reboot_required(&live, &req.desired);
     let mut result = base_result(req, &live, true).with("reboot_required", reboot_required);
     if reboot_required {
@@ -360,6 +365,38 @@ async fn apply_configured(
         }
     };
     Ok(result.msg(msg))
+}
+
+/// Says each risky change (dropped manifests, a new install disk or image, ...) in the normal
+/// output, where an operator sees it without `-v`, and stops before anything is applied when the
+/// task refuses them.
+fn check_risky_changes(
+    ctx: &mut Context,
+    req: &Request,
+    live: &MachineConfig,
+) -> Result<(), ModuleError> {
+    let risky = risk::risky_changes(live, &req.desired);
+    for r in &risky {
+        ctx.warn(format!(
+            "{}: risky change at {}: {}",
+            req.target.node, r.path, r.reason
+        ));
+    }
+    if req.refuse_risky_changes && !risky.is_empty() {
+        let list: Vec<String> = risky
+            .iter()
+            .map(|r| format!("{} ({})", r.path, r.reason))
+            .collect();
+        return Err(ModuleError::new(format!(
+            "node {}: the config makes risky changes, and refuse_risky_changes is set: {}; nothing \
+             was applied. Check them in the diff (--check --diff), then apply without \
+             refuse_risky_changes",
+            req.target.node,
+            list.join("; ")
+        ))
+        .with("node", req.target.node.clone()));
+    }
+    Ok(())
 }
 
 /// A config read from the node (`which`: current or persistent), its secrets masked from here on.
