@@ -210,3 +210,15 @@ def test_talos_check_needs_every_node_of_the_cluster_listed(ansible, cluster):
     assert "all k8s nodes to report: unexpected nodes with IPs" in msg, msg
     assert cluster["workers"][0] in msg and "list every node of the cluster" in msg
     assert "context deadline exceeded" not in msg
+
+
+def test_a_certain_wrong_ca_fails_at_once(ansible, cluster, sample):
+    """Credentials from another cluster: every configured node presents a certificate from a CA they do not trust.
+    Waiting cannot fix that, so the gate fails in its first round instead of retrying until its timeout."""
+    args = {**cluster["args"], "secrets_file": str(sample.other_secrets), "timeout": 120}
+    start = time.time()
+    run, result = gate(ansible, args)
+    took = time.time() - start
+    assert run.rc != 0
+    assert "wrong CA" in result["msg"] or "not signed by the CA" in result["msg"], result["msg"]
+    assert took < 30, f"took {took:.1f}s: a certain failure must not wait for the 120 s timeout"

@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Opt, Params, Spec, Type};
 use ferro_talos_client::proto::cluster::ClusterInfo;
 use ferro_talos_client::proto::machine::ServiceInfo;
-use ferro_talos_client::{ClientError, ConnectOptions, Credentials, ErrorKind, TalosClient};
+use ferro_talos_client::{
+    ClientError, ConnectOptions, Credentials, ErrorKind, NodeMode, TalosClient, probe,
+};
 use serde_json::{Value, json};
 
 use crate::connection::{self, Target, with_connection_options};
@@ -63,6 +65,8 @@ pub struct Check {
     /// The message already says what to do (a translated client error), so the failure message
     /// adds no advice of its own.
     advised: bool,
+    /// The client error behind a failure, when there was one.
+    kind: Option<ErrorKind>,
 }
 
 impl Check {
@@ -73,6 +77,7 @@ impl Check {
             status,
             message: message.into(),
             advised: false,
+            kind: None,
         }
     }
 
@@ -90,6 +95,7 @@ impl Check {
         );
         Check {
             advised,
+            kind: Some(e.kind.clone()),
             ..Check::new(name, node, Status::Failed, client_text(e))
         }
     }
@@ -274,8 +280,9 @@ async fn gate(
         )
         .await;
         let done = round.checks.iter().all(|c| c.status == Status::Ok);
+        let certain = certain_failure(&round.checks, target, opts).await;
         let now = Instant::now();
-        if done || now + POLL_INTERVAL >= deadline {
+        if done || certain || now + POLL_INTERVAL >= deadline {
             return Outcome {
                 rounds,
                 elapsed: now - start,
@@ -284,6 +291,31 @@ async fn gate(
         }
         tokio::time::sleep(POLL_INTERVAL).await;
     }
+}
+
+/// A failure that waiting cannot fix, so the gate stops at once instead of retrying until its
+/// timeout: our credentials are expired or unusable, or a configured node (not one that still shows
+/// its maintenance certificate while it boots) presents a certificate from another CA.
+async fn certain_failure(checks: &[Check], target: &Target, opts: &ConnectOptions) -> bool {
+    for c in checks.iter().filter(|c| c.status == Status::Failed) {
+        match c.kind {
+            Some(ErrorKind::ClientCertExpired | ErrorKind::Credentials) => return true,
+            Some(ErrorKind::WrongCa) => {
+                // Only the node itself can be probed without routing; through an endpoint the
+                // endpoint's certificate is the one that did not match.
+                let endpoint = if target.routed() {
+                    target.endpoint.as_str()
+                } else {
+                    c.node.as_str()
+                };
+                if probe(endpoint, opts).await.ok() == Some(NodeMode::Configured) {
+                    return true;
+                }
+            }
+            _ => {}
+        }
+    }
+    false
 }
 
 fn client_for(base: &TalosClient, target: &Target, node: &str) -> TalosClient {
