@@ -2,6 +2,7 @@
 
 import os
 import stat
+import subprocess
 
 import pytest
 import yaml
@@ -468,3 +469,48 @@ def test_every_endpoint_form_is_read_once_in_the_module(ansible, sample, tmp_pat
     warnings = run.task("render")["result"].get("warnings", [])
     # Only a URL without a port is worth a word: clients then use 443, not the API server's 6443.
     assert any("names no port" in w for w in warnings) == (written == "https://lb.example.com"), warnings
+
+
+def test_a_vault_encrypted_secrets_file_says_how_to_pass_it(ansible, sample, tmp_path):
+    """A module never sees the vault password, so it cannot read a vault-encrypted secrets_file: the error names the
+    lookup that decrypts it, and that lookup, with the vault password given to ansible-playbook, works."""
+    password = tmp_path / "vault-password"
+    password.write_text("correct horse battery staple\n")
+    encrypted = tmp_path / "secrets.vault.yaml"
+    encrypted.write_text(sample.secrets.read_text())
+    vault = subprocess.run(
+        [str(ansible.bin / "ansible-vault"), "encrypt", "--vault-password-file", str(password), str(encrypted)],
+        env=ansible.env(), capture_output=True, text=True,
+    )
+    assert vault.returncode == 0, vault.stderr
+    assert encrypted.read_text().startswith("$ANSIBLE_VAULT;")
+
+    dest = tmp_path / "w.yaml"
+    direct = f"""
+    - name: render
+      ferro.talos.talos_config:
+        secrets_file: {encrypted}
+        machine_type: worker
+        cluster_name: demo
+        cluster_endpoint: 10.5.0.10
+        dest: {dest}
+"""
+    run = ansible.run(play(direct))
+    assert run.rc != 0
+    msg = run.task("render")["result"]["msg"]
+    assert "is encrypted with Ansible Vault" in msg and "ansible.builtin.unvault" in msg, msg
+    assert not dest.exists()
+
+    advised = f"""
+    - name: render
+      ferro.talos.talos_config:
+        secrets: "{{{{ lookup('ansible.builtin.unvault', '{encrypted}') | from_yaml }}}}"
+        machine_type: worker
+        cluster_name: demo
+        cluster_endpoint: 10.5.0.10
+        dest: {dest}
+"""
+    run = ansible.run(play(advised), args=["--vault-password-file", str(password)])
+    assert run.rc == 0, run.output
+    assert dest.exists()
+    assert leaks(run.output, secret_forms(sample.secrets.read_text())) == []

@@ -142,6 +142,23 @@ pub fn require_credentials(
     })
 }
 
+/// The bundle in the text of `secrets_file`. A file encrypted with Ansible Vault cannot be read
+/// here (a module never sees the vault password): the error says how to pass it decrypted.
+pub fn bundle_from_file(path: &std::path::Path, text: &str) -> Result<Bundle, ModuleError> {
+    if text.trim_start().starts_with("$ANSIBLE_VAULT;") {
+        return Err(ModuleError::new(format!(
+            "secrets_file {0} is encrypted with Ansible Vault, which a module cannot decrypt (it \
+             never sees your vault password); pass the bundle decrypted by Ansible instead: \
+             secrets: \"{{{{ lookup('ansible.builtin.unvault', '{0}') | from_yaml }}}}\" \
+             (for the cluster role, set talos_cluster_secrets to that and leave \
+             talos_cluster_secrets_file empty)",
+            path.display()
+        )));
+    }
+    Bundle::from_yaml(text)
+        .map_err(|e| ModuleError::new(format!("secrets_file {}: {e:#}", path.display())))
+}
+
 /// The bundle from `secrets`/`secrets_file`, if one was given.
 pub fn load_bundle(ctx: &mut Context, p: &Params) -> Result<Option<Bundle>, ModuleError> {
     let bundle = if let Some(dict) = p.dict("secrets") {
@@ -154,8 +171,7 @@ pub fn load_bundle(ctx: &mut Context, p: &Params) -> Result<Option<Bundle>, Modu
                 path.display()
             ))
         })?;
-        Bundle::from_yaml(&text)
-            .map_err(|e| ModuleError::new(format!("secrets_file {}: {e:#}", path.display())))?
+        bundle_from_file(&path, &text)?
     } else {
         return Ok(None);
     };

@@ -217,11 +217,10 @@ fn load_secrets(p: &Params, contract: Contract) -> Result<(Option<Bundle>, bool)
         return Ok((None, false));
     };
     match read_optional(&path).map_err(module_error)? {
-        Some(text) => {
-            let bundle = Bundle::from_yaml(&text)
-                .map_err(|e| ModuleError::new(format!("secrets_file {}: {e:#}", path.display())))?;
-            Ok((Some(bundle), false))
-        }
+        Some(text) => Ok((
+            Some(crate::connection::bundle_from_file(&path, &text)?),
+            false,
+        )),
         None if p.bool("generate_secrets") => {
             let bundle = Bundle::generate((u64::from(contract.major), u64::from(contract.minor)))
                 .map_err(module_error)?;
