@@ -499,30 +499,12 @@ impl Shared {
     /// config's CA, so existing client credentials keep working).
     fn resume(&self, idx: usize) -> anyhow::Result<()> {
         let mut st = self.lock();
-        let ca_key = st
-            .nodes
-            .get(idx)
-            .and_then(|n| n.active.as_ref())
-            .and_then(|c| trustd_key(&st, c));
-        let Some(n) = st.nodes.get_mut(idx) else {
-            anyhow::bail!("no node {idx}");
-        };
-        n.tls = Some(Arc::new(tls::NodeTls::build(n, ca_key)?));
-        n.up = true;
-        n.generation += 1;
-        n.stage = if n.active.is_some() {
-            // It kept running while the simulator was stopped: long past its settling time.
-            n.running_since = Some(Instant::now());
-            Stage::Running
-        } else {
-            Stage::Maintenance
-        };
-        let settled = Instant::now().checked_sub(st.bootstrap_settle);
-        let n = &mut st.nodes[idx];
-        if n.running_since.is_some() {
-            n.running_since = settled.or(n.running_since);
-        }
-        let stage = n.stage;
+        let stage = come_up(&mut st, idx)?;
+        // It kept running while the simulator was stopped: long past its settling time.
+        let settled = Instant::now()
+            .checked_sub(st.bootstrap_settle)
+            .unwrap_or_else(Instant::now);
+        st.nodes[idx].running_since = (stage == Stage::Running).then_some(settled);
         self.publish(&mut st, idx, "", machine_status_event(stage, true));
         refresh_unsigned_tls(&mut st);
         self.notify(&st, idx);
@@ -613,25 +595,9 @@ impl Shared {
     /// a TLS personality for the running config, listening, services and the stage.
     pub fn start(&self, idx: usize) -> anyhow::Result<()> {
         let mut st = self.lock();
-        let ca_key = st
-            .nodes
-            .get(idx)
-            .and_then(|n| n.active.as_ref())
-            .and_then(|c| trustd_key(&st, c));
-        let Some(n) = st.nodes.get_mut(idx) else {
-            anyhow::bail!("no node {idx}");
-        };
-        let node_tls = tls::NodeTls::build(n, ca_key)?;
-        n.tls = Some(Arc::new(node_tls));
-        n.up = true;
-        n.generation += 1;
-        n.stage = if n.active.is_some() {
-            n.running_since = Some(Instant::now());
-            Stage::Running
-        } else {
-            Stage::Maintenance
-        };
-        let stage = n.stage;
+        let stage = come_up(&mut st, idx)?;
+        let n = &mut st.nodes[idx];
+        n.running_since = (stage == Stage::Running).then(Instant::now);
         let control_plane = n.is_control_plane();
         let configured = n.active.is_some();
         use pb::sequence_event::Action as A;
@@ -763,6 +729,28 @@ impl Shared {
             .find(|n| n.address.to_string() == t || n.hostname == t)
             .map(|n| n.index)
     }
+}
+
+/// Node `idx` listens again with a TLS personality for its running config: up, a new listener
+/// generation, and the stage that config gives (RUNNING, or MAINTENANCE without one).
+fn come_up(st: &mut State, idx: usize) -> anyhow::Result<Stage> {
+    let ca_key = st
+        .nodes
+        .get(idx)
+        .and_then(|n| n.active.as_ref())
+        .and_then(|c| trustd_key(st, c));
+    let Some(n) = st.nodes.get_mut(idx) else {
+        anyhow::bail!("no node {idx}");
+    };
+    n.tls = Some(Arc::new(tls::NodeTls::build(n, ca_key)?));
+    n.up = true;
+    n.generation += 1;
+    n.stage = if n.active.is_some() {
+        Stage::Running
+    } else {
+        Stage::Maintenance
+    };
+    Ok(n.stage)
 }
 
 /// The OS CA key a control plane's trustd would sign a worker's certificate with: any node's

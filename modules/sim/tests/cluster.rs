@@ -23,15 +23,6 @@ use ferro_talos_proto::resource::runtime::{MachineStage, MachineStatusSpec};
 use prost::Message;
 use tonic::Code;
 
-fn apply_req(data: &str, mode: Mode, dry_run: bool) -> ApplyConfigurationRequest {
-    ApplyConfigurationRequest {
-        data: data.as_bytes().to_vec(),
-        mode: mode as i32,
-        dry_run,
-        try_mode_timeout: None,
-    }
-}
-
 async fn boot_id(m: &mut MachineServiceClient<tonic::transport::Channel>) -> String {
     let mut s = m
         .read(ReadRequest {

@@ -13,14 +13,6 @@ use ferro_talos_proto::machine::*;
 use ferro_talos_sim::{Cluster, SimConfig};
 use tonic::Code;
 
-fn apply_req(cfg: &str, mode: Mode) -> ApplyConfigurationRequest {
-    ApplyConfigurationRequest {
-        data: cfg.as_bytes().to_vec(),
-        mode: mode as i32,
-        ..Default::default()
-    }
-}
-
 fn reset_req(labels: &[&str], mode: WipeMode, reboot: bool) -> ResetRequest {
     ResetRequest {
         graceful: false,
@@ -76,7 +68,7 @@ async fn first_apply_from_media_answers_mtls_before_the_install_reboot() {
     assert!(!cluster.node(0).unwrap().installed);
     let mut m = machine(ep, insecure()).await;
     let r = m
-        .apply_configuration(apply_req(&CP, Mode::Auto))
+        .apply_configuration(apply_req(&CP, Mode::Auto, false))
         .await
         .unwrap()
         .into_inner();
@@ -128,7 +120,7 @@ async fn reset_of_state_and_ephemeral_returns_to_maintenance_and_the_next_apply_
     let boot = n.boot_id;
 
     let mut m = machine(ep, insecure()).await;
-    m.apply_configuration(apply_req(&CP, Mode::Auto))
+    m.apply_configuration(apply_req(&CP, Mode::Auto, false))
         .await
         .unwrap();
     running(&cluster, 0).await;

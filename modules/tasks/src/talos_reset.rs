@@ -271,7 +271,9 @@ async fn reset(
     }
     let deadline = Instant::now() + plan.timeout;
     let outcome = match (plan.reboot, plan.wipe) {
-        (true, Wipe::Maintenance) => wait_for_maintenance(target, &opts, deadline).await,
+        (true, Wipe::Maintenance) => wait_for_probe(target, &opts, deadline, NodeMode::Maintenance)
+            .await
+            .map(|()| "it is back in maintenance mode".to_string()),
         (true, Wipe::UserDisks) => wait_for_reboot(
             &target.endpoint,
             target.routed().then_some(node.as_str()),
@@ -284,7 +286,9 @@ async fn reset(
         .map(|_| "it is back with its config".to_string())
         .map_err(|e| e.message),
         // Powered off, or nothing left to boot: the outcome is that it stops answering.
-        _ => wait_until_down(target, &opts, deadline).await,
+        _ => wait_for_probe(target, &opts, deadline, NodeMode::Unreachable)
+            .await
+            .map(|()| "it no longer answers".to_string()),
     };
     match outcome {
         Ok(state) => Ok(result.with("state", state.clone()).msg(format!(
@@ -306,35 +310,19 @@ async fn reset(
     }
 }
 
-/// The node reboots into maintenance mode: wait until a probe says so.
-async fn wait_for_maintenance(
+/// Probes the node until it is `wanted` (back in maintenance mode, or down: powered off or left
+/// without a bootable disk); the last state seen otherwise.
+async fn wait_for_probe(
     target: &Target,
     opts: &ConnectOptions,
     deadline: Instant,
-) -> Result<String, String> {
+    wanted: NodeMode,
+) -> Result<(), String> {
     let mut last = String::from("no answer yet");
     while Instant::now() < deadline {
         match probe(&target.endpoint, opts).await {
-            Ok(NodeMode::Maintenance) => return Ok("it is back in maintenance mode".into()),
+            Ok(mode) if mode == wanted => return Ok(()),
             Ok(mode) => last = format!("{mode:?}").to_lowercase(),
-            Err(e) => last = e.to_string(),
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    Err(last)
-}
-
-/// Powered off or left without a bootable disk: wait until nothing answers any more.
-async fn wait_until_down(
-    target: &Target,
-    opts: &ConnectOptions,
-    deadline: Instant,
-) -> Result<String, String> {
-    let mut last = String::from("still answering");
-    while Instant::now() < deadline {
-        match probe(&target.endpoint, opts).await {
-            Ok(NodeMode::Unreachable) => return Ok("it no longer answers".into()),
-            Ok(mode) => last = format!("still answering ({mode:?})").to_lowercase(),
             Err(e) => last = e.to_string(),
         }
         tokio::time::sleep(Duration::from_millis(500)).await;

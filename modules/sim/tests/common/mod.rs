@@ -175,20 +175,27 @@ pub fn with_nodes<T>(msg: T, nodes: &[&str]) -> tonic::Request<T> {
     r
 }
 
+pub fn apply_req(
+    data: &str,
+    mode: ferro_talos_proto::machine::apply_configuration_request::Mode,
+    dry_run: bool,
+) -> ferro_talos_proto::machine::ApplyConfigurationRequest {
+    ferro_talos_proto::machine::ApplyConfigurationRequest {
+        data: data.as_bytes().to_vec(),
+        mode: mode as i32,
+        dry_run,
+        try_mode_timeout: None,
+    }
+}
+
 /// Applies a config to node `i` in maintenance mode and waits until it runs it: after the
 /// install reboot when it booted from media, at once when Talos was installed already.
 pub async fn configure(cluster: &Cluster, i: usize, cfg: &str) {
-    use ferro_talos_proto::machine::{
-        ApplyConfigurationRequest, apply_configuration_request::Mode,
-    };
+    use ferro_talos_proto::machine::apply_configuration_request::Mode;
     let ep = cluster.endpoint(i).unwrap();
     let mut m = machine(ep, insecure()).await;
     let r = m
-        .apply_configuration(ApplyConfigurationRequest {
-            data: cfg.as_bytes().to_vec(),
-            mode: Mode::Auto as i32,
-            ..Default::default()
-        })
+        .apply_configuration(apply_req(cfg, Mode::Auto, false))
         .await
         .expect("apply in maintenance")
         .into_inner();
