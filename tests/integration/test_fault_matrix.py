@@ -300,7 +300,7 @@ CASES = [
     ("converge-wrong-ca", "converge", no_fault, CP1,
      lambda c: converge(c, "wrong-ca", talos_cluster_secrets_file=str(c.foreign_secrets),
                         talos_cluster_generate_secrets=False),
-     set(), ["not signed by the CA", "belongs to this cluster"]),
+     set(), ["not signed by the CA in the secrets bundle", "the secrets bundle (secrets_file or secrets) belongs to this cluster"]),
     ("upgrade-etcd-member-down", "upgrade", fault(etcd_down=True), CP3,
      lambda c: upgrade(c), set(), ["etcd", "quorum", "no node was touched"]),
     ("upgrade-reboot-never-returns", "upgrade", fault(never_return=True), CP2,

@@ -37,7 +37,7 @@ use tonic::codegen::Service;
 use tonic::transport::{Channel, Uri};
 use tonic::{Request, Response, Status, Streaming};
 
-use crate::credentials::{Credentials, maintenance_tls_config};
+use crate::credentials::{CredentialOrigin, Credentials, maintenance_tls_config};
 use crate::endpoint::Endpoint;
 use crate::error::{ClientError, ErrorKind, Result, human_duration};
 
@@ -84,11 +84,22 @@ pub use ferro_talos_proto::machine::reboot_request::Mode as RebootMode;
 /// Legacy upgrade reboot modes (api.md §5.3).
 pub use ferro_talos_proto::machine::upgrade_request::RebootMode as UpgradeRebootMode;
 
+/// Who we are to the node: no client certificate (maintenance mode), or one from `CredentialOrigin`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Identity {
+    Anonymous,
+    Client(CredentialOrigin),
+}
+
 /// A connection to one apid endpoint, optionally targeting another node through it.
 #[derive(Clone)]
 pub struct TalosClient {
     channel: Channel,
     endpoint: Endpoint,
+    /// How messages name the endpoint (`Endpoint::name`).
+    endpoint_name: String,
+    /// Where the credentials came from (unspecified for a maintenance connection, which has none).
+    credentials: CredentialOrigin,
     node: Option<String>,
     maintenance: bool,
     opts: ConnectOptions,
@@ -121,13 +132,14 @@ impl TalosClient {
         opts: ConnectOptions,
     ) -> Result<TalosClient> {
         let ep = Endpoint::parse(endpoint)?;
+        let origin = creds.origin;
         creds
             .check_validity(SystemTime::now())
-            .map_err(|e| relabel(e, &ep.host, "connect"))?;
+            .map_err(|e| relabel(e, &ep.name(), "connect").with_credentials(origin))?;
         let config = creds
             .tls_config()
-            .map_err(|e| relabel(e, &ep.host, "connect"))?;
-        Self::connect_with(ep, config, false, opts).await
+            .map_err(|e| relabel(e, &ep.name(), "connect").with_credentials(origin))?;
+        Self::connect_with(ep, config, Identity::Client(origin), opts).await
     }
 
     /// Connect to the first endpoint that answers, in order (a talosconfig context
@@ -143,9 +155,7 @@ impl TalosClient {
         for ep in endpoints {
             match Self::connect(ep, creds, opts.clone()).await {
                 Ok(c) => return Ok(c),
-                Err(e) if matches!(e.kind, ErrorKind::Unreachable | ErrorKind::Timeout) => {
-                    last = Some(e)
-                }
+                Err(e) if e.kind.is_transient() || e.kind == ErrorKind::Timeout => last = Some(e),
                 Err(e) => return Err(e),
             }
         }
@@ -164,19 +174,23 @@ impl TalosClient {
     pub async fn connect_maintenance(endpoint: &str, opts: ConnectOptions) -> Result<TalosClient> {
         let ep = Endpoint::parse(endpoint)?;
         let config = maintenance_tls_config(opts.maintenance_spki_pin.as_deref())
-            .map_err(|e| relabel(e, &ep.host, "connect"))?;
-        Self::connect_with(ep, config, true, opts).await
+            .map_err(|e| relabel(e, &ep.name(), "connect"))?;
+        Self::connect_with(ep, config, Identity::Anonymous, opts).await
     }
 
     async fn connect_with(
         ep: Endpoint,
         config: ClientConfig,
-        maintenance: bool,
+        identity: Identity,
         opts: ConnectOptions,
     ) -> Result<TalosClient> {
+        let credentials = match identity {
+            Identity::Client(origin) => origin,
+            Identity::Anonymous => CredentialOrigin::Unspecified,
+        };
         let server_name = ServerName::try_from(ep.host.clone()).map_err(|_| {
             ClientError::new(
-                &ep.host,
+                ep.name(),
                 "connect",
                 ErrorKind::InvalidEndpoint,
                 "the host is neither an IP address nor a valid DNS name",
@@ -193,7 +207,7 @@ impl TalosClient {
         let channel = Channel::from_shared(uri)
             .map_err(|e| {
                 ClientError::new(
-                    &ep.host,
+                    ep.name(),
                     "connect",
                     ErrorKind::InvalidEndpoint,
                     e.to_string(),
@@ -205,12 +219,16 @@ impl TalosClient {
             .keep_alive_timeout(Duration::from_secs(5))
             .connect_with_connector(connector)
             .await
-            .map_err(|e| ClientError::from_transport(&ep.host, "connect", &e))?;
+            .map_err(|e| {
+                ClientError::from_transport(&ep.name(), "connect", &e).with_credentials(credentials)
+            })?;
         Ok(TalosClient {
             channel,
+            endpoint_name: ep.name(),
             endpoint: ep,
+            credentials,
             node: None,
-            maintenance,
+            maintenance: identity == Identity::Anonymous,
             opts,
         })
     }
@@ -229,7 +247,7 @@ impl TalosClient {
 
     /// The node calls are aimed at (the `node` target, else the endpoint host).
     pub fn target(&self) -> &str {
-        self.node.as_deref().unwrap_or(&self.endpoint.host)
+        self.node.as_deref().unwrap_or(&self.endpoint_name)
     }
 
     pub fn endpoint(&self) -> &Endpoint {
@@ -271,7 +289,7 @@ impl TalosClient {
     }
 
     fn err(&self, op: &str, status: &Status) -> ClientError {
-        ClientError::from_status(self.target(), op, status)
+        ClientError::from_status(self.target(), op, status).with_credentials(self.credentials)
     }
 
     /// A failed call. tonic enforces the request deadline itself and usually fires just before our
@@ -320,7 +338,7 @@ impl TalosClient {
         let mut left = self.opts.read_retries;
         loop {
             match self.unary(op, attempt()?).await {
-                Err(e) if e.kind == ErrorKind::Unreachable && left > 0 => {
+                Err(e) if e.kind.is_transient() && left > 0 => {
                     left -= 1;
                     tokio::time::sleep(delay).await;
                     delay = (delay * 2).min(Duration::from_secs(5));
@@ -533,7 +551,7 @@ impl TalosClient {
         let mut left = self.opts.read_retries;
         loop {
             match self.read_file_once(&op, path).await {
-                Err(e) if e.kind == ErrorKind::Unreachable && left > 0 => {
+                Err(e) if e.kind.is_transient() && left > 0 => {
                     left -= 1;
                     tokio::time::sleep(delay).await;
                     delay = (delay * 2).min(Duration::from_secs(5));

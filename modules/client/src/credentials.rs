@@ -18,6 +18,18 @@ use sha2::Digest;
 
 use crate::error::{ClientError, ErrorKind, Result};
 
+/// Where credentials came from: errors about certificates name what the user should check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CredentialOrigin {
+    /// PEM text handed over directly.
+    #[default]
+    Unspecified,
+    /// A talosconfig context.
+    Talosconfig,
+    /// An admin certificate derived in memory from the cluster's secrets bundle.
+    SecretsBundle,
+}
+
 /// PEM material for mutual TLS with a configured Talos node.
 #[derive(Clone)]
 pub struct Credentials {
@@ -27,6 +39,7 @@ pub struct Credentials {
     pub cert_pem: String,
     /// PEM client key. Talos's `ED25519 PRIVATE KEY` label is accepted.
     pub key_pem: String,
+    pub origin: CredentialOrigin,
 }
 
 impl fmt::Debug for Credentials {
@@ -35,6 +48,7 @@ impl fmt::Debug for Credentials {
             .field("ca_pem", &format_args!("<{} bytes>", self.ca_pem.len()))
             .field("cert_pem", &format_args!("<{} bytes>", self.cert_pem.len()))
             .field("key_pem", &"<redacted>")
+            .field("origin", &self.origin)
             .finish()
     }
 }
@@ -53,6 +67,7 @@ impl Credentials {
             ca_pem: ca_pem.to_string(),
             cert_pem: cert_pem.to_string(),
             key_pem: key_pem.to_string(),
+            origin: CredentialOrigin::Unspecified,
         };
         // Building the TLS configuration parses every part and loads the key.
         creds.tls_config()?;
@@ -118,7 +133,10 @@ impl Credentials {
         let (ca, crt, key) = ctx
             .admin_identity()
             .map_err(|e| cred_error(format!("{e:#}")))?;
-        Credentials::from_pem(&ca, &crt, &key)
+        Ok(Credentials {
+            origin: CredentialOrigin::Talosconfig,
+            ..Credentials::from_pem(&ca, &crt, &key)?
+        })
     }
 
     /// Credentials derived in memory from a secrets bundle: a fresh client
@@ -142,7 +160,10 @@ impl Credentials {
             now,
         )
         .map_err(|e| cred_error(format!("{e:#}")))?;
-        Credentials::from_pem(&ca_crt, &issued.cert_pem, &issued.key_pem)
+        Ok(Credentials {
+            origin: CredentialOrigin::SecretsBundle,
+            ..Credentials::from_pem(&ca_crt, &issued.cert_pem, &issued.key_pem)?
+        })
     }
 
     /// Fail early with `ClientCertExpired` when the client certificate is outside

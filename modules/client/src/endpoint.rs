@@ -87,6 +87,16 @@ impl Endpoint {
         self.host.parse().ok()
     }
 
+    /// How messages name this endpoint: the host alone on apid's usual port, else `host:port`, so
+    /// that two nodes behind one address (or a forwarded port) are told apart.
+    pub fn name(&self) -> String {
+        if self.port == DEFAULT_PORT {
+            self.host.clone()
+        } else {
+            self.authority()
+        }
+    }
+
     /// `host:port`, with IPv6 hosts bracketed (for URIs and messages).
     pub fn authority(&self) -> String {
         match self.ip() {
@@ -147,6 +157,24 @@ mod tests {
             Endpoint::parse("10.0.0.1").unwrap().authority(),
             "10.0.0.1:50000"
         );
+    }
+
+    #[test]
+    fn names_keep_a_port_other_than_apids() {
+        assert_eq!(Endpoint::parse("10.0.0.1").unwrap().name(), "10.0.0.1");
+        assert_eq!(
+            Endpoint::parse("10.0.0.1:50000").unwrap().name(),
+            "10.0.0.1"
+        );
+        assert_eq!(
+            Endpoint::parse("127.0.0.1:37159").unwrap().name(),
+            "127.0.0.1:37159"
+        );
+        assert_eq!(
+            Endpoint::parse("[fd00::2]:50001").unwrap().name(),
+            "[fd00::2]:50001"
+        );
+        assert_eq!(Endpoint::parse("fd00::2").unwrap().name(), "fd00::2");
     }
 
     #[test]

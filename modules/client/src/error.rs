@@ -12,12 +12,18 @@ use std::fmt;
 use rustls::{AlertDescription, CertificateError};
 use tonic::Code;
 
+use crate::credentials::CredentialOrigin;
+
 /// What kind of failure happened, independent of the wording.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ErrorKind {
     /// The node could not be reached (connection refused, no route, Unavailable).
     Unreachable,
+    /// Something accepted the TCP connection and closed it during the TLS handshake: the address
+    /// answers, but not as a Talos API that takes this client (another service on the port, a
+    /// proxy, or a node still starting its API).
+    ConnectionClosed,
     /// The node's server certificate is not signed by the CA we trust.
     WrongCa,
     /// The node's certificate does not cover the address we dialled.
@@ -52,6 +58,14 @@ pub enum ErrorKind {
     Other,
 }
 
+impl ErrorKind {
+    /// Whether the same call may work when tried again shortly: the node is away or its API is
+    /// not answering yet (a reboot), rather than refusing us for a reason that will not change.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, ErrorKind::Unreachable | ErrorKind::ConnectionClosed)
+    }
+}
+
 /// A failed Talos operation, with enough context to act on it.
 #[derive(Debug, Clone)]
 pub struct ClientError {
@@ -65,6 +79,8 @@ pub struct ClientError {
     pub grpc_code: Option<i32>,
     /// The underlying detail (Talos's status message or the transport error text).
     pub message: String,
+    /// Where the client's credentials came from, so certificate errors name the file to check.
+    pub credentials: CredentialOrigin,
 }
 
 impl ClientError {
@@ -80,7 +96,14 @@ impl ClientError {
             kind,
             grpc_code: None,
             message: message.into(),
+            credentials: CredentialOrigin::Unspecified,
         }
+    }
+
+    /// The same error, saying where the credentials that were used came from.
+    pub fn with_credentials(mut self, origin: CredentialOrigin) -> Self {
+        self.credentials = origin;
+        self
     }
 
     /// Classify a gRPC status returned by (or on the way to) `node`.
@@ -93,7 +116,12 @@ impl ClientError {
             };
         }
         let message = status.message().to_string();
-        let kind = kind_for_status(operation, status.code(), &message);
+        let kind = match kind_for_status(operation, status.code(), &message) {
+            ErrorKind::Unreachable if chain_has_closed_handshake(status) => {
+                ErrorKind::ConnectionClosed
+            }
+            kind => kind,
+        };
         let message = if message.is_empty() {
             chain_text(status)
         } else {
@@ -110,6 +138,8 @@ impl ClientError {
         let kind = tls_kind_in_chain(err).unwrap_or_else(|| {
             if chain_has_timeout(err) {
                 ErrorKind::Timeout
+            } else if chain_has_closed_handshake(err) {
+                ErrorKind::ConnectionClosed
             } else {
                 ErrorKind::Unreachable
             }
@@ -129,19 +159,39 @@ impl ClientError {
             ErrorKind::Unreachable => "the node is unreachable; check that it is powered on, \
                  that the address and port (default 50000) are right, and that nothing blocks the connection"
                 .into(),
-            ErrorKind::WrongCa => "the node's certificate is not signed by the CA in your talosconfig \
-                 (wrong CA?); check that the talosconfig belongs to this cluster"
+            ErrorKind::ConnectionClosed => "the address answers but closed the connection during \
+                 the TLS handshake: check that the port is the node's Talos API (apid, default 50000) and \
+                 not another service or a proxy; a node still starting its API does this for a moment"
                 .into(),
+            ErrorKind::WrongCa => format!(
+                "the node's certificate is not signed by the CA {} ({}); check that {} belongs to this cluster",
+                self.credentials_ca(),
+                self.credentials_wrong(),
+                self.credentials_name(),
+            ),
             ErrorKind::ServerNameMismatch => "the node's certificate does not list the address you \
                  connected to; connect to a node address or add this name to machine.certSANs"
                 .into(),
-            ErrorKind::ClientCertExpired => "the client certificate in your talosconfig has expired; \
-                 generate a new talosconfig from the secrets bundle"
-                .into(),
-            ErrorKind::ClientCertRejected => "the node rejected the client certificate (not signed by a \
-                 CA the node accepts, or the node requires one that was not sent); check that the \
-                 talosconfig belongs to this cluster, or whether the node already left maintenance mode"
-                .into(),
+            ErrorKind::ClientCertExpired => match self.credentials {
+                // A certificate derived a moment ago is valid for the controller's clock: only a node
+                // whose clock runs far ahead sees it expired.
+                CredentialOrigin::SecretsBundle => "the node says the client certificate has expired, \
+                     although it was just derived from the secrets bundle; check the clocks of the node \
+                     and the controller (NTP)"
+                    .into(),
+                CredentialOrigin::Talosconfig => "the client certificate in your talosconfig has \
+                     expired; generate a new talosconfig from the secrets bundle"
+                    .into(),
+                CredentialOrigin::Unspecified => "the client certificate has expired; generate a new \
+                     one from the secrets bundle"
+                    .into(),
+            },
+            ErrorKind::ClientCertRejected => format!(
+                "the node rejected the client certificate (not signed by a CA the node accepts, or the \
+                 node requires one that was not sent); check that {} belongs to this cluster, or \
+                 whether the node already left maintenance mode",
+                self.credentials_name()
+            ),
             ErrorKind::PermissionDenied => "the client certificate's role is not allowed to do this \
                  (an os:admin talosconfig is needed; nodes in maintenance mode allow only read-only calls)"
                 .into(),
@@ -167,6 +217,32 @@ impl ClientError {
             ErrorKind::Credentials => "the credentials could not be used".into(),
             ErrorKind::InvalidEndpoint => "invalid endpoint".into(),
             ErrorKind::Other => String::new(),
+        }
+    }
+}
+
+impl ClientError {
+    fn credentials_ca(&self) -> &'static str {
+        match self.credentials {
+            CredentialOrigin::Talosconfig => "in your talosconfig",
+            CredentialOrigin::SecretsBundle => "in the secrets bundle",
+            CredentialOrigin::Unspecified => "you trust",
+        }
+    }
+
+    fn credentials_wrong(&self) -> &'static str {
+        match self.credentials {
+            CredentialOrigin::Talosconfig => "wrong CA?",
+            CredentialOrigin::SecretsBundle => "a bundle of another cluster?",
+            CredentialOrigin::Unspecified => "wrong CA?",
+        }
+    }
+
+    fn credentials_name(&self) -> &'static str {
+        match self.credentials {
+            CredentialOrigin::Talosconfig => "the talosconfig",
+            CredentialOrigin::SecretsBundle => "the secrets bundle (secrets_file or secrets)",
+            CredentialOrigin::Unspecified => "the credentials",
         }
     }
 }
@@ -285,6 +361,29 @@ fn tls_kind_from_text(text: &str) -> Option<ErrorKind> {
     } else {
         None
     }
+}
+
+/// A peer that accepted the TCP connection and then hung up mid-handshake: tokio-rustls reports
+/// a clean close as an `UnexpectedEof` I/O error ("tls handshake eof"), a close with our hello
+/// still unread arrives as a reset. Layers above may keep only the text.
+fn chain_has_closed_handshake(err: &(dyn StdError + 'static)) -> bool {
+    let mut cur: Option<&(dyn StdError + 'static)> = Some(err);
+    while let Some(e) = cur {
+        if let Some(io) = e.downcast_ref::<std::io::Error>()
+            && matches!(
+                io.kind(),
+                std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::ConnectionReset
+            )
+        {
+            return true;
+        }
+        let text = e.to_string().to_ascii_lowercase();
+        if text.contains("handshake eof") || text.contains("connection reset by peer") {
+            return true;
+        }
+        cur = e.source();
+    }
+    false
 }
 
 fn chain_has_timeout(err: &(dyn StdError + 'static)) -> bool {
@@ -455,7 +554,8 @@ mod tests {
             std::io::ErrorKind::InvalidData,
             rustls::Error::InvalidCertificate(CertificateError::UnknownIssuer),
         );
-        let e = ClientError::from_transport("10.5.0.2", "apply configuration", &io);
+        let e = ClientError::from_transport("10.5.0.2", "apply configuration", &io)
+            .with_credentials(CredentialOrigin::Talosconfig);
         assert_eq!(e.kind, ErrorKind::WrongCa);
         assert!(e.to_string().starts_with(
             "node 10.5.0.2: apply configuration: the node's certificate is not signed by the CA \

@@ -32,7 +32,7 @@ pub use client::{
     MachineStatus, RebootMode, TalosClient, UpgradeRebootMode, containerd_system,
     decode_machine_config, decode_machine_status, extract_kubeconfig,
 };
-pub use credentials::{Credentials, spki_fingerprint};
+pub use credentials::{CredentialOrigin, Credentials, spki_fingerprint};
 pub use endpoint::{DEFAULT_PORT, Endpoint};
 pub use error::{ClientError, ErrorKind, Result};
 pub use talosconfig::{

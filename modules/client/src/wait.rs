@@ -68,7 +68,9 @@ async fn probe_once(endpoint: &str, opts: &ConnectOptions) -> Result<NodeMode> {
 fn classify_probe(e: ClientError) -> Result<NodeMode> {
     match e.kind {
         ErrorKind::ClientCertRejected | ErrorKind::PermissionDenied => Ok(NodeMode::Configured),
-        ErrorKind::Unreachable | ErrorKind::Timeout => Ok(NodeMode::Unreachable),
+        ErrorKind::Unreachable | ErrorKind::ConnectionClosed | ErrorKind::Timeout => {
+            Ok(NodeMode::Unreachable)
+        }
         _ => Err(e.during("probe node mode")),
     }
 }

@@ -460,7 +460,8 @@ async fn server_signed_by_another_ca_is_wrong_ca() {
     };
     assert_eq!(err.kind, ErrorKind::WrongCa, "{err}");
     let text = err.to_string();
-    assert!(text.starts_with("node 127.0.0.1: "), "{text}");
+    // The node is named with its port: it is not apid's usual 50000.
+    assert!(text.starts_with(&format!("node {ep}: ")), "{text}");
     assert!(text.contains("wrong CA?"), "{text}");
     assert!(!text.contains("PRIVATE KEY"), "{text}");
 }
@@ -666,7 +667,8 @@ async fn bundle_derived_credentials_work_against_talos_style_certificates() {
         "v1.13.6"
     );
 
-    // A talosconfig for another cluster is told apart as a wrong CA.
+    // A bundle of another cluster is told apart as a wrong CA, and the message points at the
+    // bundle the credentials came from, not at a talosconfig that was never read.
     let other = ferro_talos_secrets::Bundle::generate((1, 13)).unwrap();
     let creds = Credentials::from_bundle(&other, &["os:admin"], Duration::from_secs(3600)).unwrap();
     let err = match TalosClient::connect(&ep, &creds, quick()).await {
@@ -674,6 +676,48 @@ async fn bundle_derived_credentials_work_against_talos_style_certificates() {
         Err(e) => e,
     };
     assert_eq!(err.kind, ErrorKind::WrongCa, "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains("not signed by the CA in the secrets bundle (a bundle of another cluster?)"),
+        "{text}"
+    );
+    assert!(!text.contains("talosconfig"), "{text}");
+}
+
+#[tokio::test]
+async fn a_server_that_hangs_up_during_the_handshake_is_not_called_unreachable() {
+    // Something listens and closes every connection before the TLS handshake completes (another
+    // service on the port, a proxy without a backend): the address answers, so it is not
+    // unreachable. A close after reading our hello is an EOF; a close with it unread is a reset.
+    for read_hello_first in [true, false] {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                if read_hello_first {
+                    let mut hello = [0u8; 16 * 1024];
+                    let _ = tokio::io::AsyncReadExt::read(&mut socket, &mut hello).await;
+                }
+                drop(socket);
+            }
+        });
+        let ca = TestCa::new();
+        let err = TalosClient::connect(&addr, &ca.credentials(), quick())
+            .await
+            .err()
+            .unwrap();
+        assert_eq!(err.kind, ErrorKind::ConnectionClosed, "{err}");
+        let text = err.to_string();
+        assert!(
+            text.starts_with(&format!("node {addr}: connect: ")),
+            "{text}"
+        );
+        assert!(
+            text.contains("closed the connection during the TLS handshake"),
+            "{text}"
+        );
+        assert!(!text.contains("unreachable"), "{text}");
+    }
 }
 
 #[tokio::test]

@@ -86,6 +86,7 @@ impl Check {
         let advised = matches!(
             e.kind,
             ErrorKind::Unreachable
+                | ErrorKind::ConnectionClosed
                 | ErrorKind::WrongCa
                 | ErrorKind::ServerNameMismatch
                 | ErrorKind::ClientCertExpired
