@@ -4,6 +4,11 @@ Inventory groups with other names than the role expects (every node would be ren
 neither group, and a config that would turn a control plane into a worker.
 """
 
+import shutil
+import socket
+import threading
+
+import pytest
 import yaml
 
 from conftest import ROOT
@@ -132,3 +137,107 @@ def test_group_defaults_for_the_connection_options_leave_talos_config_alone(ansi
     assert run.rc == 0, run.output
     assert dest.exists()
     assert not talosconfig.exists(), "a render-only task must not write a talosconfig"
+
+
+def info_failure(ansible, node, extra=""):
+    """talos_info on `node`, expected to fail: its result."""
+    run = ansible.run(
+        f"""
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: info
+      ferro.talos.talos_info:
+        node: "{node}"
+        connect_timeout: 3
+{extra}
+"""
+    )
+    assert run.rc != 0, run.output
+    return run.task("info")["result"]
+
+
+def test_a_node_on_another_port_is_named_with_its_port(ansible, sample):
+    """Two simulated nodes (or a forwarded port) can share an address: the message keeps the port."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    result = info_failure(ansible, f"127.0.0.1:{port}", f"        secrets_file: {sample.secrets}")
+    assert result["msg"].startswith(f"node 127.0.0.1:{port}: "), result["msg"]
+    assert "unreachable" in result["msg"]
+
+
+def test_a_port_that_hangs_up_during_the_handshake_is_not_called_unreachable(ansible, sample):
+    """Something answers on the port but closes the connection before TLS completes (another service, a proxy
+    without a backend): the node is there, so the message says what happened instead of "unreachable"."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+    stop = threading.Event()
+
+    def hang_up():
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                continue
+            conn.recv(16384)
+            conn.close()
+
+    thread = threading.Thread(target=hang_up, daemon=True)
+    thread.start()
+    try:
+        result = info_failure(ansible, f"127.0.0.1:{port}", f"        secrets_file: {sample.secrets}")
+    finally:
+        stop.set()
+        thread.join()
+        listener.close()
+    msg = result["msg"]
+    assert msg.startswith(f"node 127.0.0.1:{port}: "), msg
+    assert "closed the connection during the TLS handshake" in msg, msg
+    assert "unreachable" not in msg, msg
+
+
+def test_a_bundle_of_another_cluster_is_named_as_the_bundle(ansible, sim_factory, tmp_path, sample):
+    """Credentials derived from a secrets bundle: a wrong CA points at the bundle, not at a talosconfig."""
+    sim = sim_factory(control_planes=1, workers=0)
+    converge(ansible, sim, tmp_path, bootstrap=False)
+    result = info_failure(ansible, sim.nodes[0]["address"], f"        secrets_file: {sample.other_secrets}")
+    msg = result["msg"]
+    assert "not signed by the CA in the secrets bundle (a bundle of another cluster?)" in msg, msg
+    assert "check that the secrets bundle (secrets_file or secrets) belongs to this cluster" in msg, msg
+    assert "talosconfig" not in msg, msg
+
+
+def test_a_task_sent_to_a_talos_node_over_ssh_says_to_run_it_on_the_controller(ansible, tmp_path):
+    """A play over the Talos nodes without `delegate_to: localhost` or `connection: local`: Ansible connects to the
+    node over SSH, which Talos does not have. The failure says what to write instead of only "port 22 refused"."""
+    if shutil.which("ssh") is None:
+        pytest.skip("no ssh client on this machine (.ci/run installs openssh-client)")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed_port = s.getsockname()[1]
+    inventory = tmp_path / "talos-nodes.ini"
+    inventory.write_text(
+        "[controlplane]\n"
+        f"cp1 ansible_host=127.0.0.1 ansible_port={closed_port} ansible_user=nobody "
+        f"ansible_python_interpreter={ROOT / '.venv' / 'bin' / 'python'}\n"
+    )
+    playbook = """
+- hosts: controlplane
+  gather_facts: false
+  tasks:
+    - name: info
+      ferro.talos.talos_info:
+        node: "{{ ansible_host }}"
+"""
+    run = ansible.run(playbook, inventory=inventory, args=["-e", "ansible_ssh_timeout=5"])
+    assert run.rc != 0
+    result = run.task("info", host="cp1")
+    assert result["status"] == "unreachable", result
+    msg = result["result"]["msg"]
+    assert "Connection refused" in msg or "port 22" in msg or str(closed_port) in msg, msg
+    assert "Talos nodes have no SSH" in msg, msg
+    assert "add `delegate_to: localhost` to the task, or `connection: local` to the play" in msg, msg
