@@ -97,3 +97,21 @@ def test_sanity_ignores_skip_validate_modules_for_every_binary(core):
     lines = [line for line in ignore.read_text().splitlines() if line.strip() and not line.startswith("#")]
     skips = sorted(line for line in lines if line.endswith(" validate-modules!skip"))
     assert skips == sorted(f"plugins/modules/{p.stem} validate-modules!skip" for p in SIDECARS)
+
+
+def test_the_installed_collection_carries_its_licence_lint_and_sanity_configuration():
+    """What a user's own ansible-test sanity and ansible-lint runs need sits where they look for it in the
+    installed collection, and Galaxy shows where the docs, the issues and the licence are."""
+    installed = pathlib.Path(_required_env("FERRO_COLLECTIONS_PATH")) / "ansible_collections" / "ferro" / "talos"
+    for name in ["LICENSE", ".ansible-lint", *(str(p.relative_to(ROOT)) for p in (ROOT / "tests" / "sanity").iterdir())]:
+        assert (installed / name).is_file(), f"{name} is not in the installed collection"
+        assert (installed / name).read_bytes() == (ROOT / name).read_bytes(), name
+    assert "GNU GENERAL PUBLIC LICENSE" in (installed / "LICENSE").read_text()
+    info = json.loads((installed / "MANIFEST.json").read_text())["collection_info"]
+    assert info["license"] == ["GPL-3.0-or-later"]
+    for key in ("repository", "documentation", "homepage", "issues"):
+        assert info[key] and info[key].startswith("https://"), key
+    # Nothing of the build's own machinery is shipped.
+    for absent in ("tests/integration", "tools", "modules", "Cargo.toml", ".ci"):
+        assert not (installed / absent).exists(), absent
+    assert not list(installed.rglob("__pycache__"))
