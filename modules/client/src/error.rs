@@ -26,6 +26,9 @@ pub enum ErrorKind {
     ConnectionClosed,
     /// The node's server certificate is not signed by the CA we trust.
     WrongCa,
+    /// A call routed through an endpoint reached a node whose certificate the endpoint does not
+    /// trust: a node in maintenance mode (its own self-signed CA) or one of another cluster.
+    NotInCluster,
     /// The node's certificate does not cover the address we dialled.
     ServerNameMismatch,
     /// Our client certificate has expired (checked locally or reported by the node).
@@ -169,6 +172,10 @@ impl ClientError {
                 self.credentials_wrong(),
                 self.credentials_name(),
             ),
+            ErrorKind::NotInCluster => "the endpoint reached the node, but the node's certificate is not \
+                 from this cluster's CA: the node is in maintenance mode (its first config is applied to \
+                 the node directly, never through an endpoint) or belongs to another cluster"
+                .into(),
             ErrorKind::ServerNameMismatch => "the node's certificate does not list the address you \
                  connected to; connect to a node address or add this name to machine.certSANs"
                 .into(),
@@ -275,6 +282,11 @@ pub type Result<T, E = ClientError> = std::result::Result<T, E>;
 fn kind_for_status(operation: &str, code: Code, message: &str) -> ErrorKind {
     let lower = message.to_ascii_lowercase();
     match code {
+        // A routed call whose backend dial failed verification: the endpoint's apid trusts only the
+        // cluster's OS CA (grpc-go's text for Go's x509 error).
+        Code::Unavailable if lower.contains("certificate signed by unknown authority") => {
+            ErrorKind::NotInCluster
+        }
         Code::Unavailable => ErrorKind::Unreachable,
         Code::DeadlineExceeded => ErrorKind::Timeout,
         // tonic's own enforcement of the request deadline.
@@ -505,6 +517,18 @@ mod tests {
         assert_eq!(
             status_err("x", Code::Unavailable, "down").kind,
             ErrorKind::Unreachable
+        );
+        // What a control plane's apid answers when the routed node's certificate is not from the
+        // cluster's CA (apid pkg/provider/provider.go ClientConfig at v1.13.9).
+        assert_eq!(
+            status_err(
+                "x",
+                Code::Unavailable,
+                "connection error: desc = \"transport: authentication handshake failed: tls: failed to \
+                 verify certificate: x509: certificate signed by unknown authority\""
+            )
+            .kind,
+            ErrorKind::NotInCluster
         );
         assert_eq!(
             status_err("x", Code::AlreadyExists, "etcd data directory is not empty").kind,

@@ -7,7 +7,7 @@
 //! `{"op":"fault","node":0,"never_return":true,"next_address":"127.0.10.50","unreachable":false,
 //!   "etcd_down":false,"reject_config":"text","slow_ms":2000}` (only the given fields change;
 //!   null clears), or one fault by name: `{"op":"fault","node":0,"kind":"slow","delay_ms":2000}`
-//!   (kinds: never_return, unreachable, etcd_down, slow),
+//!   (kinds: never_return, unreachable, firewalled, etcd_down, slow),
 //! `{"op":"clear_faults","node":0}`, `{"op":"health_fail","text":"..."}` (null clears),
 //! `{"op":"set_version","node":0,"version":"v1.10.3"}`, `{"op":"downtime","ms":1500}`,
 //! `{"op":"stop"}` (the simulator exits after replying).
@@ -149,6 +149,7 @@ fn set_fault_kind(faults: &mut Faults, kind: &Value, req: &Value) -> Result<()> 
     match kind.as_str() {
         Some("never_return") => faults.never_return = true,
         Some("unreachable") => faults.unreachable = true,
+        Some("firewalled") => faults.firewalled = true,
         Some("etcd_down") => faults.etcd_down = true,
         Some("slow") => {
             let ms = req
@@ -158,7 +159,7 @@ fn set_fault_kind(faults: &mut Faults, kind: &Value, req: &Value) -> Result<()> 
             faults.slow_ms = Some(ms);
         }
         _ => bail!(
-            "unknown fault kind {kind}; expected never_return, unreachable, etcd_down or slow (next_address and reject_config are set by field)"
+            "unknown fault kind {kind}; expected never_return, unreachable, firewalled, etcd_down or slow (next_address and reject_config are set by field)"
         ),
     }
     Ok(())
@@ -223,6 +224,9 @@ fn handle(shared: &Arc<Shared>, line: &str) -> Result<Value> {
                     }
                     "unreachable" => {
                         faults.unreachable = v.as_bool().context("unreachable: expected a bool")?
+                    }
+                    "firewalled" => {
+                        faults.firewalled = v.as_bool().context("firewalled: expected a bool")?
                     }
                     "etcd_down" => {
                         faults.etcd_down = v.as_bool().context("etcd_down: expected a bool")?

@@ -28,7 +28,7 @@
 //! --control-address 127.0.0.1:50999 --pid-file sim.pid` prints `READY {"nodes":[...],
 //! "control":"127.0.0.1:50999"}` once listening and exits cleanly on SIGTERM/SIGINT. The control
 //! protocol (JSON lines over TCP) is described in `control.rs`: `status`, `reboot`, `power_on`,
-//! `fault` (never_return, next_address, unreachable, etcd_down, reject_config, slow),
+//! `fault` (never_return, next_address, unreachable, firewalled, etcd_down, reject_config, slow),
 //! `clear_faults`, `health_fail`, `set_version`, `downtime`, `stop`. The subcommands `up`, `stop`,
 //! `status` and `fault` run and inspect a cluster kept in a state directory (docs/talos-sim.md).
 
@@ -129,7 +129,11 @@ impl Cluster {
                 Some(r) => {
                     let n = &r.cluster.nodes[i];
                     let up = (n.up && !n.reboot_pending) || !n.faults.never_return;
-                    (n.address, n.port, up && !n.faults.unreachable)
+                    (
+                        n.address,
+                        n.port,
+                        up && !n.faults.unreachable && !n.faults.firewalled,
+                    )
                 }
                 None => (cfg.address_of(i).context("node address")?, cfg.port, true),
             };
@@ -174,7 +178,7 @@ impl Cluster {
             control,
         };
         for i in 0..cluster.shared.run.len() {
-            let listens = cluster.shared.lock().nodes[i].listening();
+            let listens = cluster.shared.lock().nodes[i].reachable_from_controller();
             if listens && !cluster.wait_listening(i, Duration::from_secs(10)).await {
                 bail!("node {i} did not start listening");
             }
@@ -262,7 +266,7 @@ impl Cluster {
                     .lock()
                     .nodes
                     .get(index)
-                    .is_some_and(|n| n.listening());
+                    .is_some_and(|n| n.reachable_from_controller());
                 if listening && tokio::net::TcpStream::connect(ep).await.is_ok() {
                     return true;
                 }

@@ -254,11 +254,14 @@ impl Ctx {
             return Err(refused());
         }
         if n.maintenance() {
-            // The forwarding apid's client certificate is not even requested there: reader.
-            return Ok(Target {
-                idx,
-                roles: Arc::new(vec!["os:reader".into()]),
-            });
+            // The forwarding apid trusts only the cluster's OS CA (apid's provider.go ClientConfig,
+            // WithCACertPEM, v1.13.9), and a node in maintenance mode serves a certificate of a
+            // self-signed CA of its own (secrets/maintenance_root.go): the dial fails, so the
+            // first config can never be routed. grpc-go reports the failed handshake like this.
+            return Err(Status::unavailable(
+                "connection error: desc = \"transport: authentication handshake failed: tls: failed to verify \
+                 certificate: x509: certificate signed by unknown authority\"",
+            ));
         }
         Ok(Target {
             idx,

@@ -36,6 +36,9 @@ pub struct Faults {
     pub next_address: Option<Ipv4Addr>,
     /// The node's listener is closed while the node itself keeps running.
     pub unreachable: bool,
+    /// The controller's connections are refused, but the other nodes still reach this one: a
+    /// firewall that lets only the cluster in, so the controller must route through a control plane.
+    pub firewalled: bool,
     /// The node's etcd member is down (not healthy, status fails).
     pub etcd_down: bool,
     /// ApplyConfiguration on this node fails validation with this text.
@@ -56,6 +59,9 @@ impl Faults {
         }
         if self.unreachable {
             out.push("unreachable".into());
+        }
+        if self.firewalled {
+            out.push("firewalled".into());
         }
         if self.etcd_down {
             out.push("etcd_down".into());
@@ -192,12 +198,17 @@ impl Node {
     pub fn user_disks(&self) -> &'static [&'static str] {
         USER_DISKS
     }
+    /// The node's API is up and answers the other nodes (routed calls, cluster checks).
     pub fn listening(&self) -> bool {
         self.up && !self.faults.unreachable
     }
+    /// The node's listener is bound: the controller (a test, a module) can connect to it.
+    pub fn reachable_from_controller(&self) -> bool {
+        self.listening() && !self.faults.firewalled
+    }
     pub fn run_state(&self) -> RunState {
         RunState {
-            listening: self.listening(),
+            listening: self.reachable_from_controller(),
             address: self.address,
             generation: self.generation,
         }

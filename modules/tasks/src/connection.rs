@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use ferro_ansible_protocol::{Context, ModuleError, Opt, Params, Spec};
 use ferro_talos_client::{
-    ClientError, ConnectOptions, Credentials, TalosClient, read_talosconfig, select_context,
+    ClientError, ConnectOptions, Credentials, ErrorKind, NodeMode, TalosClient, probe,
+    read_talosconfig, select_context,
 };
 use ferro_talos_secrets::Bundle;
 use serde_json::{Value, json};
@@ -56,6 +57,51 @@ impl Target {
     /// Whether calls go through another node's apid.
     pub fn routed(&self) -> bool {
         host_of(&self.endpoint) != host_of(&self.node)
+    }
+
+    /// Where a node in maintenance mode is reached: always the node itself, since no endpoint
+    /// can route to it (it does not know the cluster's CA yet).
+    pub fn maintenance_address(&self) -> &str {
+        if self.routed() {
+            &self.node
+        } else {
+            &self.endpoint
+        }
+    }
+}
+
+/// Whether the node is configured or in maintenance mode, asked the way the task will talk to it.
+///
+/// Unrouted, a probe of the node tells. Routed through an endpoint, the node is asked through the
+/// endpoint with mutual TLS (the normal case, where the controller may not reach the node at all);
+/// only when the endpoint cannot vouch for the node is it probed directly, since a node in
+/// maintenance mode is reachable nowhere else.
+pub async fn node_mode(
+    target: &Target,
+    creds: Option<&Credentials>,
+    opts: &ConnectOptions,
+) -> Result<NodeMode, ClientError> {
+    let (true, Some(creds)) = (target.routed(), creds) else {
+        return probe(target.maintenance_address(), opts).await;
+    };
+    let routed = match connect(target, creds, opts.clone()).await {
+        Ok(client) => client.version().await.map(|_| NodeMode::Configured),
+        Err(e) => Err(e),
+    };
+    match routed {
+        Err(e) if e.kind == ErrorKind::NotInCluster => {
+            match probe(target.maintenance_address(), opts).await? {
+                NodeMode::Maintenance => Ok(NodeMode::Maintenance),
+                _ => Err(ClientError {
+                    message: format!(
+                        "{}; and {} does not answer as a node in maintenance mode when reached directly",
+                        e.message, target.node
+                    ),
+                    ..e
+                }),
+            }
+        }
+        other => other,
     }
 }
 

@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use ferro_ansible_protocol::{Context, Diff, ModuleError, ModuleResult, Opt, Params, Spec};
 use ferro_talos_client::{
-    ApplyMode, ConnectOptions, Credentials, NodeMode, TalosClient, probe, wait_for_reboot,
+    ApplyMode, ConnectOptions, Credentials, NodeMode, TalosClient, wait_for_reboot,
     wait_until_running,
 };
 use ferro_talos_config::{MachineConfig, diff, live, redact, risk};
@@ -151,7 +151,7 @@ async fn apply(
     let node_mode = match req.insecure.as_str() {
         "always" => NodeMode::Maintenance,
         "never" => NodeMode::Configured,
-        _ => probe(&req.target.endpoint, &opts)
+        _ => connection::node_mode(&req.target, creds.as_ref(), &opts)
             .await
             .map_err(|e| client_error(ctx, e))?,
     };
@@ -215,7 +215,7 @@ async fn apply_first(
             req.target.node
         )));
     }
-    let client = TalosClient::connect_maintenance(&req.target.endpoint, opts.clone())
+    let client = TalosClient::connect_maintenance(req.target.maintenance_address(), opts.clone())
         .await
         .map_err(|e| client_error(ctx, e))?;
     let reply = client

@@ -75,7 +75,7 @@ async fn bootstrap(
     let result = ModuleResult::unchanged().with("node", target.node.clone());
     let Some(creds) = creds else {
         // Without credentials we can only tell maintenance mode from the rest.
-        let mode = probe(&target.endpoint, &opts)
+        let mode = probe(target.maintenance_address(), &opts)
             .await
             .map_err(|e| client_error(ctx, e))?;
         if mode == NodeMode::Maintenance && ctx.check_mode {
@@ -205,7 +205,7 @@ async fn ask_members(target: &Target, creds: &Credentials, opts: &ConnectOptions
     let client = match connection::connect(target, creds, opts.clone()).await {
         Ok(c) => c,
         Err(e) => {
-            return match probe(&target.endpoint, opts).await {
+            return match probe(target.maintenance_address(), opts).await {
                 Ok(NodeMode::Maintenance) => Members::Maintenance,
                 _ => Members::Unknown(e.to_string()),
             };
@@ -225,7 +225,7 @@ async fn ask_members(target: &Target, creds: &Credentials, opts: &ConnectOptions
         {
             Members::None
         }
-        Err(e) => match probe(&target.endpoint, opts).await {
+        Err(e) => match probe(target.maintenance_address(), opts).await {
             Ok(NodeMode::Maintenance) => Members::Maintenance,
             _ => Members::Unknown(e.to_string()),
         },

@@ -33,7 +33,7 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
                     Err(e) => maintenance_or(e, &target, &opts).await,
                 }
             }
-            None => match probe(&target.endpoint, &opts).await {
+            None => match probe(target.maintenance_address(), &opts).await {
                 Ok(NodeMode::Maintenance) => maintenance_facts(&target, &opts).await,
                 Ok(NodeMode::Configured) => Err(ferro_talos_client::ClientError::new(
                     &target.node,
@@ -67,7 +67,7 @@ async fn maintenance_or(
     target: &Target,
     opts: &ConnectOptions,
 ) -> Result<Value, ferro_talos_client::ClientError> {
-    match probe(&target.endpoint, opts).await {
+    match probe(target.maintenance_address(), opts).await {
         Ok(NodeMode::Maintenance) => maintenance_facts(target, opts).await,
         _ => Err(err),
     }
@@ -77,7 +77,8 @@ async fn maintenance_facts(
     target: &Target,
     opts: &ConnectOptions,
 ) -> Result<Value, ferro_talos_client::ClientError> {
-    let client = TalosClient::connect_maintenance(&target.endpoint, opts.clone()).await?;
+    let client =
+        TalosClient::connect_maintenance(target.maintenance_address(), opts.clone()).await?;
     let version = client.version().await?;
     let hostname = client.hostname().await.ok();
     Ok(json!({

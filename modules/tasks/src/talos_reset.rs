@@ -222,7 +222,7 @@ async fn reset(
         .with("node", node.clone())
         .with("wipe", plan.wipe.name())
         .with("reboot", plan.reboot);
-    let mode = probe(&target.endpoint, &opts)
+    let mode = connection::node_mode(target, creds.as_ref(), &opts)
         .await
         .map_err(|e| client_error(ctx, e))?;
     if mode == NodeMode::Maintenance {
@@ -320,7 +320,7 @@ async fn wait_for_probe(
 ) -> Result<(), String> {
     let mut last = String::from("no answer yet");
     while Instant::now() < deadline {
-        match probe(&target.endpoint, opts).await {
+        match probe(target.maintenance_address(), opts).await {
             Ok(mode) if mode == wanted => return Ok(()),
             Ok(mode) => last = format!("{mode:?}").to_lowercase(),
             Err(e) => last = e.to_string(),
