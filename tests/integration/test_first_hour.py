@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from conftest import ROOT
-from sim_cluster import converge
+from sim_cluster import converge, site_inventory
 
 # A play over the user's own group names, as someone who named the groups differently writes it.
 SITE_WITH_GROUPS = """
@@ -241,3 +241,40 @@ def test_a_task_sent_to_a_talos_node_over_ssh_says_to_run_it_on_the_controller(a
     assert "Connection refused" in msg or "port 22" in msg or str(closed_port) in msg, msg
     assert "Talos nodes have no SSH" in msg, msg
     assert "add `delegate_to: localhost` to the task, or `connection: local` to the play" in msg, msg
+
+
+def test_a_node_found_on_its_dhcp_address_gets_its_first_config_there_and_is_then_managed_on_its_static_one(
+    ansible, sim_factory, tmp_path
+):
+    """The DHCP-to-static workflow: a machine boots into maintenance mode on a DHCP lease, its config gives it the
+    static address that is its ansible_host. talos-sim's next_address fault moves the node at its install reboot,
+    as the static address would."""
+    sim = sim_factory(control_planes=1, workers=1)
+    dhcp = sim.nodes[1]["address"]
+    static = dhcp.rsplit(".", 1)[0] + ".50"
+    sim.control(op="fault", node=1, next_address=static)
+    variables = {
+        "talos_cluster_name": "dhcp",
+        "talos_cluster_endpoint": sim.nodes[0]["address"],
+        "talos_cluster_secrets_file": str(tmp_path / "cluster" / "secrets.yaml"),
+        "talos_cluster_talosconfig": str(tmp_path / "cluster" / "talosconfig"),
+        "talos_cluster_kubeconfig": str(tmp_path / "cluster" / "kubeconfig"),
+        "talos_cluster_generate_secrets": True,
+        "talos_cluster_health_timeout": 60,
+    }
+    path = site_inventory(sim, tmp_path / "inventory.yml", variables)
+    data = yaml.safe_load(path.read_text())
+    data["all"]["children"]["worker"]["hosts"]["w1"] = {"ansible_host": static, "talos_cluster_maintenance_address": dhcp}
+    path.write_text(yaml.safe_dump(data))
+    site = (ROOT / "examples" / "site.yml").read_text()
+
+    first = ansible.run(site, inventory=path)
+    assert first.rc == 0, first.output
+    worker = sim.status()[1]
+    assert worker["address"] == static and not worker["maintenance"], worker
+    apply = [r for r in first.tasks("ferro.talos.cluster : Apply the config") if r["host"] == "w1"]
+    assert apply[0]["result"]["changed"] and apply[0]["result"]["maintenance"], apply
+
+    again = ansible.run(site, inventory=path, check=True, diff=True)
+    assert again.rc == 0, again.output
+    assert again.recap("w1")["changed"] == 0, again.output
