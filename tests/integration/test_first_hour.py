@@ -278,3 +278,16 @@ def test_a_node_found_on_its_dhcp_address_gets_its_first_config_there_and_is_the
     again = ansible.run(site, inventory=path, check=True, diff=True)
     assert again.rc == 0, again.output
     assert again.recap("w1")["changed"] == 0, again.output
+
+
+def test_a_missing_bundle_without_generate_names_the_role_variable(ansible, sim_factory, tmp_path):
+    sim = sim_factory(control_planes=1, workers=0)
+    inv = inventory(sim, tmp_path / "inventory.yml", tmp_path, {"controlplane": [0]})
+    data = yaml.safe_load(inv.read_text())
+    data["all"]["vars"]["talos_cluster_generate_secrets"] = False
+    inv.write_text(yaml.safe_dump(data))
+    run = ansible.run(SITE_WITH_GROUPS.format(hosts="controlplane"), inventory=inv)
+    assert run.rc != 0
+    assert "set talos_cluster_generate_secrets: true to create it" in run.output, run.output
+    assert "generate_secrets: true to create a new bundle" not in run.output
+    assert untouched(sim)
