@@ -29,6 +29,9 @@ options:
       - The cluster's secrets bundle. When given, an admin client certificate is derived from it in memory
         (never written to disk), so the module works before any talosconfig exists, for example under C(--check)
         before the first apply.
+      - A file encrypted with Ansible Vault is decrypted on the controller, in memory, with the vault password given
+        to ansible-playbook, when the module runs on the controller. Elsewhere pass O(secrets) from the
+        C(ansible.builtin.unvault) lookup.
     type: path
   secrets:
     description: The secrets bundle as a dict (for example from Ansible Vault); see O(secrets_file).

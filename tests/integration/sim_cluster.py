@@ -5,6 +5,22 @@ import yaml
 from conftest import ROOT
 
 
+def role_variables(tmp_path, cluster_name, sim, **extra):
+    """The cluster role's variables for a simulated cluster: files under tmp_path/cluster, a bundle generated on
+    the first run, the first control plane as the Kubernetes endpoint, short health gates; `extra` on top."""
+    cluster = tmp_path / "cluster"
+    return {
+        "talos_cluster_name": cluster_name,
+        "talos_cluster_endpoint": sim.nodes[0]["address"],
+        "talos_cluster_secrets_file": str(cluster / "secrets.yaml"),
+        "talos_cluster_talosconfig": str(cluster / "talosconfig"),
+        "talos_cluster_kubeconfig": str(cluster / "kubeconfig"),
+        "talos_cluster_generate_secrets": True,
+        "talos_cluster_health_timeout": 60,
+        **extra,
+    }
+
+
 def site_inventory(sim, path, variables):
     """Writes the inventory a user writes for examples/site.yml: control planes cp1.., workers w1..
     with their node addresses as ansible_host, modules run on the controller; returns its path."""

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from conftest import ROOT
-from sim_cluster import converge, site_inventory
+from sim_cluster import converge, role_variables, site_inventory
 
 # A play over the user's own group names, as someone who named the groups differently writes it.
 SITE_WITH_GROUPS = """
@@ -253,15 +253,7 @@ def test_a_node_found_on_its_dhcp_address_gets_its_first_config_there_and_is_the
     dhcp = sim.nodes[1]["address"]
     static = dhcp.rsplit(".", 1)[0] + ".50"
     sim.control(op="fault", node=1, next_address=static)
-    variables = {
-        "talos_cluster_name": "dhcp",
-        "talos_cluster_endpoint": sim.nodes[0]["address"],
-        "talos_cluster_secrets_file": str(tmp_path / "cluster" / "secrets.yaml"),
-        "talos_cluster_talosconfig": str(tmp_path / "cluster" / "talosconfig"),
-        "talos_cluster_kubeconfig": str(tmp_path / "cluster" / "kubeconfig"),
-        "talos_cluster_generate_secrets": True,
-        "talos_cluster_health_timeout": 60,
-    }
+    variables = role_variables(tmp_path, "dhcp", sim)
     path = site_inventory(sim, tmp_path / "inventory.yml", variables)
     data = yaml.safe_load(path.read_text())
     data["all"]["children"]["worker"]["hosts"]["w1"] = {"ansible_host": static, "talos_cluster_maintenance_address": dhcp}

@@ -11,7 +11,7 @@ So a node in maintenance mode cannot be reached through an endpoint: its first c
 import yaml
 
 from conftest import ROOT
-from sim_cluster import site_inventory
+from sim_cluster import role_variables, site_inventory
 
 
 def render_and_apply(ansible, sim, tmp_path, applies):
@@ -89,18 +89,14 @@ def test_the_roles_route_through_a_control_plane_when_the_workers_are_firewalled
     upgrade all go through the control plane named in talos_cluster_api_endpoint."""
     sim = sim_factory(control_planes=1, workers=1, version="v1.13.5")
     cp = sim.nodes[0]["address"]
-    variables = {
-        "talos_cluster_name": "routed",
-        "talos_cluster_endpoint": cp,
-        "talos_cluster_kubernetes_version": "1.36.1",
-        "talos_cluster_installer_image": "ghcr.io/siderolabs/installer:v1.13.5",
-        "talos_cluster_secrets_file": str(tmp_path / "cluster" / "secrets.yaml"),
-        "talos_cluster_talosconfig": str(tmp_path / "cluster" / "talosconfig"),
-        "talos_cluster_kubeconfig": str(tmp_path / "cluster" / "kubeconfig"),
-        "talos_cluster_generate_secrets": True,
-        "talos_cluster_health_timeout": 60,
-        "talos_upgrade_etcd_snapshot": False,
-    }
+    variables = role_variables(
+        tmp_path,
+        "routed",
+        sim,
+        talos_cluster_kubernetes_version="1.36.1",
+        talos_cluster_installer_image="ghcr.io/siderolabs/installer:v1.13.5",
+        talos_upgrade_etcd_snapshot=False,
+    )
     site = (ROOT / "examples" / "site.yml").read_text()
     inventory = site_inventory(sim, tmp_path / "inventory.yml", variables)
     first = ansible.run(site, inventory=inventory)

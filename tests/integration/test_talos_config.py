@@ -471,9 +471,10 @@ def test_every_endpoint_form_is_read_once_in_the_module(ansible, sample, tmp_pat
     assert any("names no port" in w for w in warnings) == (written == "https://lb.example.com"), warnings
 
 
-def test_a_vault_encrypted_secrets_file_says_how_to_pass_it(ansible, sample, tmp_path):
-    """A module never sees the vault password, so it cannot read a vault-encrypted secrets_file: the error names the
-    lookup that decrypts it, and that lookup, with the vault password given to ansible-playbook, works."""
+def test_a_vault_encrypted_secrets_file_is_decrypted_on_the_controller(ansible, sample, tmp_path):
+    """A module never sees the vault password; the collection's action plugin decrypts a vault-encrypted secrets_file
+    on the controller, in memory, with the password given to ansible-playbook. Without one it says what to give;
+    the unvault lookup, the way that works anywhere, works too."""
     password = tmp_path / "vault-password"
     password.write_text("correct horse battery staple\n")
     encrypted = tmp_path / "secrets.vault.yaml"
@@ -498,8 +499,16 @@ def test_a_vault_encrypted_secrets_file_says_how_to_pass_it(ansible, sample, tmp
     run = ansible.run(play(direct))
     assert run.rc != 0
     msg = run.task("render")["result"]["msg"]
-    assert "is encrypted with Ansible Vault" in msg and "ansible.builtin.unvault" in msg, msg
+    assert "is encrypted with Ansible Vault and could not be decrypted" in msg, msg
+    assert "--ask-vault-pass or --vault-password-file" in msg, msg
     assert not dest.exists()
+
+    run = ansible.run(play(direct), diff=True, verbosity=3, args=["--vault-password-file", str(password)])
+    assert run.rc == 0, run.output
+    assert dest.exists()
+    assert leaks(run.output, secret_forms(sample.secrets.read_text())) == []
+    assert encrypted.read_text().startswith("$ANSIBLE_VAULT;"), "the vault file must stay encrypted"
+    dest.unlink()
 
     advised = f"""
     - name: render

@@ -23,6 +23,7 @@ pub fn spec() -> Spec {
     Spec::new()
         .option(Opt::path("secrets_file"))
         .option(Opt::dict("secrets").no_log())
+        .option(crate::connection::secrets_file_decrypted())
         .option(Opt::bool("generate_secrets").default(false))
         .option(Opt::str("machine_type").choices(&["controlplane", "worker"]))
         .option(Opt::str("cluster_name"))
@@ -216,11 +217,8 @@ fn load_secrets(p: &Params, contract: Contract) -> Result<(Option<Bundle>, bool)
     let Some(path) = p.path("secrets_file") else {
         return Ok((None, false));
     };
-    match read_optional(&path).map_err(module_error)? {
-        Some(text) => Ok((
-            Some(crate::connection::bundle_from_file(&path, &text)?),
-            false,
-        )),
+    match crate::connection::read_secrets_file(p, &path)? {
+        Some(bundle) => Ok((Some(bundle), false)),
         None if p.bool("generate_secrets") => {
             let bundle = Bundle::generate((u64::from(contract.major), u64::from(contract.minor)))
                 .map_err(module_error)?;
