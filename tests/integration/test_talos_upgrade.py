@@ -245,6 +245,29 @@ def test_legacy_path_for_nodes_before_the_lifecycle_api(ansible, sim_factory, tm
     assert all(n["version"] == "v1.13.6" for n in sim.status())
 
 
+def test_a_legacy_upgrade_that_fails_on_the_node_fails_at_once(ansible, sim_factory, tmp_path):
+    """Upstream's legacy Upgrade answers first and runs its sequence afterwards; the sequence stops the node's
+    services before the installer runs, and a failed installer leaves them stopped with no reboot
+    (internal/app/machined/pkg/runtime/v1alpha1/v1alpha1_sequencer.go Upgrade and v1alpha1_controller.go Run at
+    v1.13.9). The module sees the failed sequence event instead of waiting for a reboot that never comes."""
+    sim, inventory = converged(ansible, sim_factory, tmp_path, control_planes=1, workers=0)
+    sim.control(op="set_version", node=0, version="v1.12.4")
+    sim.control(op="fault", node=0, installer_fails=True)
+    before = snapshot(sim)
+    started = time.monotonic()
+    run = upgrade(ansible, inventory, {"talos_version": "v1.13.6", "timeout": 600})
+    elapsed = time.monotonic() - started
+    assert run.rc != 0
+    res = run.task(TASK)["result"]
+    msg = res["msg"]
+    assert "failed on the node after it had stopped its services" in msg, msg
+    assert 'task "upgrade" failed: exit code 1' in msg and "still runs v1.12.4" in msg and "reboot it" in msg, msg
+    assert res["changed"] is True, "the node's services were stopped"
+    assert elapsed < 120, f"waited {elapsed:.0f}s for a reboot that never comes"
+    assert snapshot(sim) == before
+    assert sim.status()[0]["stage"] == "rebooting"
+
+
 def test_schematic_change_at_the_same_version_then_idempotent(ansible, sim_factory, tmp_path):
     sim, inventory = converged(ansible, sim_factory, tmp_path, control_planes=1, workers=1)
     image = f"factory.talos.dev/installer/{SCHEMATIC}:v1.13.6"

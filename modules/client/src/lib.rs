@@ -38,7 +38,10 @@ pub use error::{ClientError, ErrorKind, Result};
 pub use talosconfig::{
     Context, TalosConfig, load_talosconfig, read_talosconfig, resolve_path, select_context,
 };
-pub use wait::{FirstBoot, NodeMode, RebootDone, probe, wait_for_reboot, wait_until_running};
+pub use wait::{
+    FirstBoot, NodeMode, RebootDone, SequenceFailure, probe, sequence_failure, wait_for_reboot,
+    wait_until_running,
+};
 
 /// The generated protocol types, for callers that need request/reply messages.
 pub use ferro_talos_proto as proto;

@@ -300,3 +300,57 @@ fn stage_name(stage: MachineStage) -> &'static str {
         MachineStage::Upgrading => "upgrading",
     }
 }
+
+/// A sequence that a node started in the background (a legacy upgrade, a reset) and that
+/// failed, as the node published it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SequenceFailure {
+    /// The sequence's name, such as `upgrade`.
+    pub sequence: String,
+    /// The node's own words, such as `sequence failed: error running phase 9 in upgrade
+    /// sequence: …`.
+    pub message: String,
+}
+
+/// Waits for the failure of the sequence `actor_id` started: upstream's controller publishes a
+/// SequenceEvent with an error and that actor id when a background sequence fails
+/// (`internal/app/machined/pkg/runtime/v1alpha1/v1alpha1_controller.go`, Run), which is how
+/// `talosctl upgrade --wait` tells a failed legacy upgrade from a slow one. Replays what the node
+/// buffered first, so a failure published before the watch started is still seen. Never returns
+/// while the node keeps quiet or goes away (a reboot ends the stream): race it against the wait
+/// for the reboot.
+pub async fn sequence_failure(client: &TalosClient, actor_id: &str) -> SequenceFailure {
+    use ferro_talos_proto::machine::{EventsRequest, SequenceEvent};
+    use prost::Message;
+    let request = EventsRequest {
+        tail_events: -1,
+        with_actor_id: actor_id.to_string(),
+        ..Default::default()
+    };
+    let Ok(mut events) = client.events(request).await else {
+        return std::future::pending().await;
+    };
+    // The stream is open for as long as the node is up; a quiet minute is no reason to stop.
+    loop {
+        match events.next(Duration::from_secs(3600)).await {
+            Ok(Some(event)) => {
+                let Some(data) = event
+                    .data
+                    .filter(|d| d.type_url == "talos/runtime/machine.SequenceEvent")
+                else {
+                    continue;
+                };
+                let Ok(seq) = SequenceEvent::decode(data.value.as_slice()) else {
+                    continue;
+                };
+                if let Some(error) = seq.error {
+                    return SequenceFailure {
+                        sequence: seq.sequence,
+                        message: error.message,
+                    };
+                }
+            }
+            Ok(None) | Err(_) => return std::future::pending().await,
+        }
+    }
+}

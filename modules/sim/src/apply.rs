@@ -66,7 +66,10 @@ fn activate(st: &mut State, idx: usize, cfg: StoredConfig, persist: bool) {
 }
 
 /// Rolls a try-mode config back after `after`, unless another apply or a boot came first
-/// (which bump `try_token`).
+/// (which bump `try_token`). A try from maintenance mode has nothing to roll back to: upstream
+/// then removes the active config while the node runs on (`RollbackToConfigAfter` in
+/// `internal/app/machined/pkg/runtime/v1alpha1/v1alpha1_runtime.go`); the simulator keeps the
+/// config until the next boot, which comes up in maintenance mode either way.
 pub fn schedule_try_rollback(shared: &Arc<Shared>, idx: usize, token: u64, after: Duration) {
     let shared = shared.clone();
     tokio::spawn(async move {
@@ -131,10 +134,11 @@ pub fn apply(
     // Mode resolution.
     let mut reboot_suffix = String::new();
     let resolved = if maintenance {
-        // Maintenance: REBOOT/AUTO become NO_REBOOT and the immediacy check is skipped; a
-        // staged config waits for the next boot, TRY has nothing to revert to.
+        // Maintenance: REBOOT and AUTO become NO_REBOOT and the immediacy check is skipped; a
+        // staged config waits for the next boot; TRY stays TRY (activated, not persisted).
         match mode {
             Mode::Staged => Mode::Staged,
+            Mode::Try => Mode::Try,
             _ => Mode::NoReboot,
         }
     } else if v14 {
@@ -206,6 +210,12 @@ pub fn apply(
             st.nodes[idx].try_rollback_at = Some(std::time::SystemTime::now() + timeout);
             let token = st.nodes[idx].try_token;
             schedule_try_rollback(shared, idx, token, timeout);
+            if maintenance {
+                // The active config ends maintenance as any other would; nothing is persisted,
+                // so a node booted from media installs, reboots and is back in maintenance.
+                drop(st);
+                crate::install::leave_maintenance(shared, idx);
+            }
         }
         _ => {
             activate(&mut st, idx, new, true);

@@ -151,6 +151,8 @@ fn set_fault_kind(faults: &mut Faults, kind: &Value, req: &Value) -> Result<()> 
         Some("unreachable") => faults.unreachable = true,
         Some("firewalled") => faults.firewalled = true,
         Some("etcd_down") => faults.etcd_down = true,
+        Some("upgrade_mutex_held") => faults.upgrade_mutex_held = true,
+        Some("installer_fails") => faults.installer_fails = true,
         Some("slow") => {
             let ms = req
                 .get("delay_ms")
@@ -159,7 +161,7 @@ fn set_fault_kind(faults: &mut Faults, kind: &Value, req: &Value) -> Result<()> 
             faults.slow_ms = Some(ms);
         }
         _ => bail!(
-            "unknown fault kind {kind}; expected never_return, unreachable, firewalled, etcd_down or slow (next_address and reject_config are set by field)"
+            "unknown fault kind {kind}; expected never_return, unreachable, firewalled, etcd_down, upgrade_mutex_held, installer_fails or slow (next_address and reject_config are set by field)"
         ),
     }
     Ok(())
@@ -230,6 +232,14 @@ fn handle(shared: &Arc<Shared>, line: &str) -> Result<Value> {
                     }
                     "etcd_down" => {
                         faults.etcd_down = v.as_bool().context("etcd_down: expected a bool")?
+                    }
+                    "installer_fails" => {
+                        faults.installer_fails =
+                            v.as_bool().context("installer_fails: expected a bool")?
+                    }
+                    "upgrade_mutex_held" => {
+                        faults.upgrade_mutex_held =
+                            v.as_bool().context("upgrade_mutex_held: expected a bool")?
                     }
                     "reject_config" => {
                         faults.reject_config = opt_string(v).context("reject_config")?

@@ -46,6 +46,7 @@ mod services;
 mod state;
 pub mod store;
 mod tls;
+mod upgrade;
 pub mod version;
 
 use std::future::Future;

@@ -117,7 +117,7 @@ pub fn run(shared: &Arc<Shared>, idx: usize, plan: ResetPlan, actor: String) {
             };
             n.stage = Stage::Resetting;
             let leave = plan.graceful && n.is_control_plane() && n.etcd_data;
-            let etcd_down = n.faults.etcd_down;
+            let etcd_down = n.etcd_stopped();
             shared.publish(&mut st, idx, &actor, sequence_event("reset", A::Start));
             shared.publish(
                 &mut st,

@@ -45,6 +45,12 @@ pub struct Faults {
     pub reject_config: Option<String>,
     /// Every RPC answer of this node (as endpoint or as routing target) is delayed this long.
     pub slow_ms: Option<u64>,
+    /// etcd's upgrade mutex is held by another session (another control plane's legacy
+    /// upgrade is in its pre-checks): this node's legacy Upgrade cannot take it.
+    pub upgrade_mutex_held: bool,
+    /// The installer exits 1 after its checks (a disk it cannot write, say): a lifecycle
+    /// upgrade reports the exit code, a legacy upgrade's sequence fails.
+    pub installer_fails: bool,
 }
 
 impl Faults {
@@ -71,6 +77,12 @@ impl Faults {
         }
         if let Some(ms) = self.slow_ms {
             out.push(format!("slow={ms}ms"));
+        }
+        if self.upgrade_mutex_held {
+            out.push("upgrade_mutex_held".into());
+        }
+        if self.installer_fails {
+            out.push("installer_fails".into());
         }
         if out.is_empty() {
             "-".into()
@@ -146,6 +158,8 @@ pub struct Node {
     /// Installed on the inactive slot; becomes `version` at the next boot.
     pub pending_version: Option<String>,
     pub schematic: Option<String>,
+    /// The schematic a legacy upgrade's installer writes; the node boots into it.
+    pub pending_schematic: Option<String>,
     pub images: BTreeSet<String>,
     pub boot_id: String,
     /// The running config (`v1alpha1` resource). None = maintenance mode.
@@ -157,6 +171,9 @@ pub struct Node {
     pub etcd_data: bool,
     pub reboot_pending: bool,
     pub upgrade_running: bool,
+    /// A legacy upgrade stopped the node's services before its installer refused to run; they
+    /// stay stopped until the next boot (upstream's upgrade sequence has no way back).
+    pub services_stopped: bool,
     pub stage: Stage,
     pub events: Vec<EventRec>,
     pub faults: Faults,
@@ -189,6 +206,10 @@ impl Node {
     }
     pub fn maintenance(&self) -> bool {
         self.active.is_none()
+    }
+    /// The node's etcd member does not serve: the etcd_down fault, or services stopped.
+    pub fn etcd_stopped(&self) -> bool {
+        self.faults.etcd_down || self.services_stopped
     }
     /// The disk Talos is installed on (the simulator's nodes have one system disk).
     pub fn system_disk(&self) -> &'static str {
@@ -310,6 +331,36 @@ pub fn sequence_event(seq: &str, action: pb::sequence_event::Action) -> prost_ty
     )
 }
 
+pub fn phase_event(phase: &str, action: pb::phase_event::Action) -> prost_types::Any {
+    any(
+        "PhaseEvent",
+        &pb::PhaseEvent {
+            phase: phase.into(),
+            action: action as i32,
+        },
+    )
+}
+
+/// A sequence that failed or never started (upstream publishes it with action NOOP).
+pub fn sequence_error_event(
+    seq: &str,
+    code: ferro_talos_proto::common::Code,
+    message: &str,
+) -> prost_types::Any {
+    any(
+        "SequenceEvent",
+        &pb::SequenceEvent {
+            sequence: seq.into(),
+            action: pb::sequence_event::Action::Noop as i32,
+            error: Some(ferro_talos_proto::common::Error {
+                code: code as i32,
+                message: message.into(),
+                details: vec![],
+            }),
+        },
+    )
+}
+
 pub fn task_event(task: &str, action: pb::task_event::Action) -> prost_types::Any {
     any(
         "TaskEvent",
@@ -418,6 +469,7 @@ impl Shared {
                 version,
                 pending_version: None,
                 schematic: None,
+                pending_schematic: None,
                 images: BTreeSet::new(),
                 boot_id: new_uuid(),
                 active: None,
@@ -426,6 +478,7 @@ impl Shared {
                 etcd_data: false,
                 reboot_pending: false,
                 upgrade_running: false,
+                services_stopped: false,
                 stage: Stage::Booting,
                 events: Vec::new(),
                 faults: Faults::default(),
@@ -572,6 +625,10 @@ impl Shared {
         if let Some(v) = n.pending_version.take() {
             n.version = v;
         }
+        if let Some(s) = n.pending_schematic.take() {
+            n.schematic = Some(s);
+        }
+        n.services_stopped = false;
         n.boot_id = new_uuid();
         n.events.clear();
         n.reboot_pending = false;
@@ -844,6 +901,7 @@ fn restore_into(st: &mut State, r: &Restored) -> anyhow::Result<()> {
         n.port = s.port;
         n.version = s.version.clone();
         n.pending_version = s.pending_version.clone();
+        n.pending_schematic = s.pending_schematic.clone();
         n.schematic = s.schematic.clone();
         n.images = s.images.iter().cloned().collect();
         n.boot_id = s.boot_id.clone();

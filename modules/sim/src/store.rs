@@ -78,6 +78,9 @@ pub struct StoredNode {
     /// Installed by an upgrade, running after the next boot.
     pub pending_version: Option<String>,
     pub schematic: Option<String>,
+    /// Installed by an upgrade with the version above, running after the next boot.
+    #[serde(default)]
+    pub pending_schematic: Option<String>,
     #[serde(default)]
     pub images: Vec<String>,
     pub boot_id: String,
@@ -144,6 +147,7 @@ fn stored_node(n: &Node) -> StoredNode {
         version: n.version.clone(),
         pending_version: n.pending_version.clone(),
         schematic: n.schematic.clone(),
+        pending_schematic: n.pending_schematic.clone(),
         images: n.images.iter().cloned().collect(),
         boot_id: n.boot_id.clone(),
         running_config: config_ref(n.active.as_ref()),

@@ -36,6 +36,16 @@ pub fn schematic_from_image(image: &str) -> Option<String> {
     (id.len() == 64 && id.chars().all(|c| c.is_ascii_hexdigit())).then(|| id.to_string())
 }
 
+/// What the simulated installer does: upstream's version check, then the `installer_fails`
+/// fault (an installer that cannot write the disk). `Err` carries its last words.
+pub fn run_installer(host: &str, target: &str, fails: bool) -> Result<(), String> {
+    installer_accepts(host, target)?;
+    if fails {
+        return Err("failed to install the bootloader: no space left on device".into());
+    }
+    Ok(())
+}
+
 /// The pre-flight check the target version's installer runs against the running host version.
 /// `Err` carries the installer's message.
 pub fn installer_accepts(host: &str, target: &str) -> Result<(), String> {

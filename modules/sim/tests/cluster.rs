@@ -686,17 +686,7 @@ async fn installer_refuses_hosts_out_of_range() {
             .any(|l| l.contains("host version v1.10.7 is too old to upgrade to Talos v1.13.6")),
         "{lines:?}"
     );
-    let e = MachineServiceClient::new(ch)
-        .upgrade(UpgradeRequest {
-            image: image.into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap_err();
-    assert!(
-        e.message()
-            .contains("host version v1.10.7 is too old to upgrade to Talos v1.13.6")
-    );
+    // The legacy API answers first and fails later: tests/upgrade.rs.
     assert_eq!(cluster.node(0).unwrap().version, "v1.10.7");
     cluster.shutdown().await;
 }

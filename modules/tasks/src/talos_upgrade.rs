@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Opt, Params, Spec};
 use ferro_talos_client::proto::common::ContainerdNamespace;
 use ferro_talos_client::{
-    ApplyMode, ClientError, ConnectOptions, Credentials, ErrorKind, RebootMode, TalosClient,
-    UpgradeRebootMode, containerd_system, wait_for_reboot,
+    ApplyMode, ClientError, ConnectOptions, Credentials, ErrorKind, RebootMode, SequenceFailure,
+    TalosClient, UpgradeRebootMode, containerd_system, sequence_failure, wait_for_reboot,
 };
 use ferro_talos_config::MachineConfig;
 use semver::Version;
@@ -822,6 +822,24 @@ fn member_host(m: &ferro_talos_client::proto::machine::EtcdMember) -> Option<Str
     (!host.is_empty()).then(|| host.to_string())
 }
 
+/// A legacy upgrade whose sequence failed on the node. Upstream's sequence stops the node's pods
+/// and services before it runs the installer, and nothing brings them back but a reboot
+/// (`internal/app/machined/pkg/runtime/v1alpha1/v1alpha1_sequencer.go`, Upgrade).
+fn legacy_failure(
+    node: &str,
+    os: &OsTarget,
+    current: &Version,
+    failed: &SequenceFailure,
+) -> String {
+    format!(
+        "{node}: the upgrade to {} failed on the node after it had stopped its services ({}). The node was not \
+         rebooted and still runs v{current}, with etcd and the kubelet stopped: reboot it to start them again \
+         (talosctl -n {node} reboot), then read its logs (talosctl -n {node} dmesg) for why the installer failed",
+        os.tag(),
+        failed.message
+    )
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn upgrade_os(
     target: &Target,
@@ -836,6 +854,8 @@ async fn upgrade_os(
 ) -> Result<String, ModuleError> {
     let old_boot = client.boot_id().await.map_err(|e| report.client_fail(e))?;
     report.set("boot_id_before", old_boot.clone());
+    // The legacy API runs its sequence after answering: its actor id is how a failure shows.
+    let mut legacy_actor = None;
     if lifecycle {
         let pulled = match client.image_pull(&os.image, containerd_system()).await {
             Err(e) if e.kind == ErrorKind::Unimplemented => {
@@ -877,11 +897,12 @@ async fn upgrade_os(
         } else {
             UpgradeRebootMode::Default
         };
-        client
+        let ack = client
             .upgrade_legacy(&os.image, req.stage, false, mode)
             .await
             .map_err(|e| report.client_fail(e))?;
         report.changed = true;
+        legacy_actor = Some(ack.actor_id).filter(|a| !a.is_empty());
     }
     if !req.wait {
         return Ok("reboot started, not waiting".into());
@@ -893,15 +914,23 @@ async fn upgrade_os(
         let left = deadline
             .saturating_duration_since(Instant::now())
             .max(Duration::from_secs(1));
-        let back = wait_for_reboot(
+        let reboot = wait_for_reboot(
             &target.endpoint,
             node,
             creds,
             boot.as_deref(),
             left,
             POLL_INTERVAL,
-        )
-        .await
+        );
+        let back = match legacy_actor.take() {
+            Some(actor) => tokio::select! {
+                back = reboot => back,
+                failed = sequence_failure(client, &actor) => {
+                    return Err(report.fail(legacy_failure(&target.node, os, current, &failed)));
+                }
+            },
+            None => reboot.await,
+        }
         .map_err(|e| {
             report.fail(format!(
                 "{}: the upgrade to {} was started but the node did not come back: {e}",

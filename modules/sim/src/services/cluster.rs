@@ -59,12 +59,17 @@ fn evaluate(st: &State, i: usize, cps: &[String], workers: &[String]) -> Result<
                 let n = node(ip)
                     .filter(|n| n.listening())
                     .ok_or_else(|| unreachable(ip))?;
+                if n.services_stopped {
+                    return Err(format!(
+                        "{ip}: service \"etcd\" not in expected state \"Running\": current state [Finished] Service finished successfully"
+                    ));
+                }
                 if st.etcd.is_none() || !n.etcd_data {
                     return Err(format!(
                         "{ip}: service \"etcd\" not in expected state \"Running\": current state [Preparing] Running pre state"
                     ));
                 }
-                if n.faults.etcd_down {
+                if n.etcd_stopped() {
                     return Err(format!("{ip}: service is not healthy: etcd"));
                 }
             }

@@ -73,16 +73,15 @@ impl LifecycleService for Lifecycle {
                 n.version
             ))),
         ];
-        match version::installer_accepts(&n.version, &target) {
+        match version::run_installer(&n.version, &target, n.faults.installer_fails) {
             Err(msg) => {
                 out.push(line(Progress::Message(format!("error: {msg}"))));
                 out.push(line(Progress::ExitCode(1)));
             }
             Ok(()) => {
                 n.pending_version = Some(target.clone());
-                if let Some(s) = version::schematic_from_image(&image) {
-                    n.schematic = Some(s);
-                }
+                // The running system keeps its schematic until it boots the new slot.
+                n.pending_schematic = version::schematic_from_image(&image);
                 out.push(line(Progress::Message(format!(
                     "installed Talos {target} to the inactive boot slot"
                 ))));

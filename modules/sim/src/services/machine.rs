@@ -11,7 +11,7 @@ use tonic::{Request, Response, Status};
 
 use crate::routing::{BoxStream, Ctx, Target};
 use crate::state::{self, Shared, new_uuid, services_for};
-use crate::{apply, impl_item, pki, version};
+use crate::{apply, impl_item, pki};
 
 impl_item!(
     ApplyConfiguration,
@@ -180,19 +180,6 @@ fn service_info(
             last_change: Some(ts(at)),
         }),
     }
-}
-
-/// The legacy upgrade's etcd pre-check: a member that is down or unreachable blocks it.
-fn unhealthy_etcd_member(st: &state::State) -> Option<u64> {
-    let members = st.etcd.as_ref()?;
-    members
-        .iter()
-        .find(|m| {
-            st.nodes
-                .get(m.node)
-                .is_some_and(|x| x.faults.etcd_down || !x.listening())
-        })
-        .map(|m| m.id)
 }
 
 impl Machine {
@@ -368,7 +355,7 @@ impl MachineService for Machine {
                 let Some(members) = st.etcd.as_ref() else {
                     return Err(etcd_refused(&me.address.to_string()));
                 };
-                if query_local && (!me.etcd_data || me.faults.etcd_down) {
+                if query_local && (!me.etcd_data || me.etcd_stopped()) {
                     return Err(etcd_refused(&me.address.to_string()));
                 }
                 let list: Vec<EtcdMember> = members
@@ -466,7 +453,7 @@ impl MachineService for Machine {
                 let Some(members) = st.etcd.as_ref() else {
                     return Err(etcd_refused("127.0.0.1"));
                 };
-                if !me.etcd_data || me.faults.etcd_down {
+                if !me.etcd_data || me.etcd_stopped() {
                     return Err(etcd_refused("127.0.0.1"));
                 }
                 // Not a bbolt file: a recognisable blob, large enough to span several chunks.
@@ -499,12 +486,12 @@ impl MachineService for Machine {
             let Some(mine) = members.iter().find(|m| m.node == t.idx) else {
                 return Err(wrap(etcd_refused("127.0.0.1")));
             };
-            if me.faults.etcd_down {
+            if me.etcd_stopped() {
                 return Err(wrap(etcd_refused("127.0.0.1")));
             }
             let leader = members
                 .iter()
-                .find(|m| st.nodes.get(m.node).is_some_and(|n| !n.faults.etcd_down));
+                .find(|m| st.nodes.get(m.node).is_some_and(|n| !n.etcd_stopped()));
             one(EtcdStatus {
                 metadata: None,
                 member_status: Some(EtcdMemberStatus {
@@ -653,6 +640,23 @@ impl MachineService for Machine {
                     services_for(n.is_control_plane())
                         .into_iter()
                         .map(|s| match s {
+                            // The upgrade sequence's stopServices phase spares only these.
+                            "apid" | "containerd" | "machined" if n.services_stopped => {
+                                service_info(
+                                    s,
+                                    "Running",
+                                    Some(true),
+                                    "Health check successful",
+                                    at,
+                                )
+                            }
+                            _ if n.services_stopped => service_info(
+                                s,
+                                "Finished",
+                                None,
+                                "Service finished successfully",
+                                at,
+                            ),
                             "etcd" if n.faults.etcd_down => service_info(
                                 s,
                                 "Running",
@@ -741,46 +745,7 @@ impl MachineService for Machine {
         let shared = self.shared().clone();
         let req = request.get_ref().clone();
         let messages = self.0.unary(request.metadata(), &path("Upgrade"), |t| {
-            let mut st = shared.lock();
-            let n = &st.nodes[t.idx];
-            if n.maintenance() {
-                return Err(Status::failed_precondition("Talos is not installed"));
-            }
-            let image = req.image.trim();
-            let Some(target) = version::from_image(image) else {
-                return Err(Status::unknown(format!(
-                    "error validating installer image {image:?}: image reference has no version tag"
-                )));
-            };
-            if let Err(msg) = version::installer_accepts(&n.version, &target) {
-                return Err(Status::unknown(format!(
-                    "error validating installer image {image:?}: {msg}"
-                )));
-            }
-            if n.is_control_plane()
-                && !req.force
-                && !req.preserve
-                && let Some(id) = unhealthy_etcd_member(&st)
-            {
-                return Err(Status::unknown(format!(
-                    "error validating etcd for upgrade: etcd member {id:x} is not healthy"
-                )));
-            }
-            let actor = new_uuid();
-            let n = &mut st.nodes[t.idx];
-            n.pending_version = Some(target);
-            if let Some(s) = version::schematic_from_image(image) {
-                n.schematic = Some(s);
-            }
-            n.stage = state::Stage::Upgrading;
-            let ev = state::machine_status_event(state::Stage::Upgrading, false);
-            shared.publish(&mut st, t.idx, "", ev);
-            drop(st);
-            shared.reboot(
-                t.idx,
-                actor.clone(),
-                if req.stage { "stageUpgrade" } else { "upgrade" },
-            );
+            let actor = crate::upgrade::upgrade(&shared, t, &req)?;
             one(Upgrade {
                 metadata: None,
                 ack: "Upgrade request received".into(),

@@ -1,0 +1,235 @@
+//! The legacy `MachineService/Upgrade`, as Talos 1.13.9 carries it out.
+//!
+//! Upstream (`internal/app/machined/internal/server/v1alpha1/v1alpha1_server.go`, Upgrade) the
+//! handler checks only what it can check at once: Talos is installed, the installer image can be
+//! pulled, and on a control plane (unless `force` or `preserve`) it takes etcd's upgrade mutex
+//! and runs `ValidateForUpgrade` (`internal/pkg/etcd/etcd.go`): two members cannot keep quorum
+//! while one is down, every member must be started and healthy. Then it starts the upgrade
+//! sequence in the background and answers "Upgrade request received" with an actor id.
+//!
+//! The sequence (`internal/app/machined/pkg/runtime/v1alpha1/v1alpha1_sequencer.go`, Upgrade)
+//! drains the node, stops its pods and services and unmounts EPHEMERAL *before* it runs the
+//! installer. The installer checks that it accepts the running version
+//! (`cmd/installer/pkg/install/preflight.go`, `pkg/machinery/compatibility/talos_version.go`);
+//! when it refuses, the task fails with `task "upgrade" failed: exit code 1`
+//! (`internal/pkg/install/install.go`), the controller publishes a failed sequence event
+//! (`internal/app/machined/pkg/runtime/v1alpha1/v1alpha1_controller.go`, Run) and nothing reboots:
+//! the node keeps running the old version with its services stopped until someone reboots it.
+//! MachineStatus then says REBOOTING, because the status controller reads every fatal sequence
+//! error that way (`internal/app/machined/pkg/controllers/runtime/machine_status.go`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferro_talos_proto::common;
+use ferro_talos_proto::machine as pb;
+use ferro_talos_proto::machine::UpgradeRequest;
+use tonic::Status;
+
+use crate::routing::Target;
+use crate::state::{
+    Shared, Stage, State, machine_status_event, new_uuid, phase_event, sequence_error_event,
+    sequence_event, task_event,
+};
+use crate::version;
+
+/// The upgrade sequence's phases up to the installer, in upstream's order (drain is there because
+/// the simulated nodes register with Kubernetes).
+const PHASES_BEFORE_INSTALLER: [&str; 8] = [
+    "drain",
+    "cleanup",
+    "dbus",
+    "stopServices",
+    "unmount",
+    "unmountBind",
+    "unmountSystem",
+    "volumeFinalize",
+];
+
+/// What the installer image will do when the sequence runs it.
+struct Installer {
+    host: String,
+    target: String,
+    /// The installer_fails fault.
+    fails: bool,
+}
+
+impl Installer {
+    /// Why the installer exits 1, or `None` when it installs.
+    fn refusal(&self) -> Option<String> {
+        version::run_installer(&self.host, &self.target, self.fails).err()
+    }
+}
+
+/// Handles the request: checks, then the sequence in the background. Answers the actor id.
+pub fn upgrade(shared: &Arc<Shared>, t: &Target, req: &UpgradeRequest) -> Result<String, Status> {
+    let mut st = shared.lock();
+    let n = &st.nodes[t.idx];
+    if !n.installed {
+        return Err(Status::failed_precondition("Talos is not installed"));
+    }
+    let image = req.image.trim().to_string();
+    let Some(target) = version::from_image(&image) else {
+        // The sim's stand-in for a failed pull: no version tag means no installer to run.
+        return Err(Status::unknown(format!(
+            "error validating installer image {image:?}: image reference has no version tag"
+        )));
+    };
+    if n.is_control_plane() && !n.maintenance() && !req.force && !req.preserve {
+        if n.faults.upgrade_mutex_held {
+            return Err(Status::unknown(
+                "failed to acquire upgrade mutex: error trying to lock etcd upgrade mutex: mutex: Locked by another session",
+            ));
+        }
+        if let Some(reason) = etcd_refuses_upgrade(&st) {
+            return Err(Status::unknown(format!(
+                "error validating etcd for upgrade: {reason}"
+            )));
+        }
+    }
+    let actor = new_uuid();
+    let sequence = match (n.maintenance(), req.stage) {
+        (true, _) => "maintenanceUpgrade",
+        (false, true) => "stageUpgrade",
+        (false, false) => "upgrade",
+    };
+    let n = &mut st.nodes[t.idx];
+    if n.upgrade_running || n.reboot_pending {
+        // The controller's sequence lock is taken: the answer still says "received".
+        let locked = sequence_error_event(
+            sequence,
+            common::Code::Locked,
+            "sequence not started: locked",
+        );
+        shared.publish(&mut st, t.idx, &actor, locked);
+        return Ok(actor);
+    }
+    n.upgrade_running = true;
+    let host = n.version.clone();
+    let installer_fails = n.faults.installer_fails;
+    if let Some(s) = version::schematic_from_image(&image) {
+        n.pending_schematic = Some(s);
+    }
+    drop(st);
+    run_sequence(
+        shared,
+        t.idx,
+        actor.clone(),
+        sequence,
+        Installer {
+            host,
+            target,
+            fails: installer_fails,
+        },
+    );
+    Ok(actor)
+}
+
+/// `ValidateForUpgrade`'s refusal, in upstream's words, or `None` when etcd can lose this member.
+fn etcd_refuses_upgrade(st: &State) -> Option<String> {
+    let members = st.etcd.as_ref()?;
+    if members.len() == 2 {
+        return Some(format!(
+            "etcd member count({}) is insufficient to maintain quorum if upgrade commences",
+            members.len()
+        ));
+    }
+    let down = members.iter().find(|m| {
+        st.nodes
+            .get(m.node)
+            .is_none_or(|n| n.etcd_stopped() || !n.listening())
+    })?;
+    // etcd's client gives up dialling a member that does not answer with its own deadline.
+    Some(format!(
+        "etcd member {:016x} is not healthy; all members must be healthy to perform an upgrade: context deadline exceeded",
+        down.id
+    ))
+}
+
+fn run_sequence(
+    shared: &Arc<Shared>,
+    idx: usize,
+    actor: String,
+    sequence: &'static str,
+    installer: Installer,
+) {
+    let shared = shared.clone();
+    tokio::spawn(async move {
+        // The answer goes out before the sequence publishes anything.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let refused = {
+            let mut st = shared.lock();
+            use pb::phase_event::Action as P;
+            use pb::sequence_event::Action as A;
+            shared.publish(&mut st, idx, &actor, sequence_event(sequence, A::Start));
+            st.nodes[idx].stage = Stage::Upgrading;
+            shared.publish(
+                &mut st,
+                idx,
+                &actor,
+                machine_status_event(Stage::Upgrading, false),
+            );
+            for phase in PHASES_BEFORE_INSTALLER {
+                shared.publish(&mut st, idx, &actor, phase_event(phase, P::Start));
+                shared.publish(&mut st, idx, &actor, phase_event(phase, P::Stop));
+            }
+            // From here the node's services are stopped, whatever the installer decides.
+            st.nodes[idx].services_stopped = true;
+            shared.publish(&mut st, idx, &actor, phase_event("upgrade", P::Start));
+            shared.publish(
+                &mut st,
+                idx,
+                &actor,
+                task_event("upgrade", pb::task_event::Action::Start),
+            );
+            let refused = installer.refusal();
+            if refused.is_some() {
+                fail_at_installer(&shared, &mut st, idx, &actor, sequence);
+            }
+            refused
+        };
+        if let Some(msg) = refused {
+            eprintln!("talos-sim: node {idx}: upgrade failed: the installer refused: {msg}");
+            return;
+        }
+        {
+            let mut st = shared.lock();
+            st.nodes[idx].pending_version = Some(installer.target);
+            if let Some(s) = st.nodes[idx].pending_schematic.take() {
+                st.nodes[idx].schematic = Some(s);
+            }
+        }
+        shared.reboot(idx, actor, sequence);
+    });
+}
+
+/// The installer exited 1: the task, phase and sequence fail, and nothing reboots.
+fn fail_at_installer(shared: &Shared, st: &mut State, idx: usize, actor: &str, sequence: &str) {
+    use pb::phase_event::Action as P;
+    use pb::sequence_event::Action as A;
+    shared.publish(
+        st,
+        idx,
+        actor,
+        task_event("upgrade", pb::task_event::Action::Stop),
+    );
+    shared.publish(st, idx, actor, phase_event("upgrade", P::Stop));
+    shared.publish(st, idx, actor, sequence_event(sequence, A::Stop));
+    // Upstream counts phases from 1; the installer's is the one after those above.
+    let number = PHASES_BEFORE_INSTALLER.len() + 1;
+    let message = format!(
+        "sequence failed: error running phase {number} in {sequence} sequence: task 1/1: failed, task \"upgrade\" failed: exit code 1"
+    );
+    let failed = sequence_error_event(sequence, common::Code::Fatal, &message);
+    shared.publish(st, idx, actor, failed);
+    let n = &mut st.nodes[idx];
+    n.upgrade_running = false;
+    n.pending_schematic = None;
+    n.stage = Stage::Rebooting;
+    shared.publish(
+        st,
+        idx,
+        actor,
+        machine_status_event(Stage::Rebooting, false),
+    );
+}
