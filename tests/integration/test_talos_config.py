@@ -342,6 +342,9 @@ BAD_INPUTS = [
     ("bad kubernetes_version", {"secrets_file": "{s}", "machine_type": "worker", "cluster_name": "x", "cluster_endpoint": "https://x:6443", "dest": "{d}", "kubernetes_version": "latest"}, "kubernetes_version"),
     ("placeholder install image", {"secrets_file": "{s}", "machine_type": "worker", "cluster_name": "x", "cluster_endpoint": "https://x:6443", "dest": "{d}", "install_image": "factory.talos.dev/installer/<schematic>:v1.13.6"}, "install_image: \"factory.talos.dev/installer/<schematic>:v1.13.6\" holds a placeholder"),
     ("install image not a reference", {"secrets_file": "{s}", "machine_type": "worker", "cluster_name": "x", "cluster_endpoint": "https://x:6443", "dest": "{d}", "install_image": "ghcr.io/SideroLabs/installer:v1.13.9"}, "install_image"),
+    # Talos decodes a patch strictly (configloader/internal/decoder/decoder.go, configpatcher/load.go at v1.13.9).
+    ("typo in a patch", {"secrets_file": "{s}", "machine_type": "worker", "cluster_name": "x", "cluster_endpoint": "https://x:6443", "dest": "{d}", "patches": [{"machine": {"kubelet": {"extraArgz": {"v": "2"}}}}]}, "patches[0]: document 1: unknown keys found during decoding: machine.kubelet.extraArgz (did you mean machine.kubelet.extraArgs?)"),
+    ("unknown document kind in a patch", {"secrets_file": "{s}", "machine_type": "worker", "cluster_name": "x", "cluster_endpoint": "https://x:6443", "dest": "{d}", "patches": ["apiVersion: v1alpha1\nkind: HostnameConfg\nhostname: a\n"]}, "unknown document kind \"HostnameConfg\" (did you mean HostnameConfig?)"),
     ("registry mirror not a URL string", {"secrets_file": "{s}", "machine_type": "worker", "cluster_name": "x", "cluster_endpoint": "https://x:6443", "dest": "{d}", "registry_mirrors": {"ghcr.io": 5}}, "registry_mirrors"),
 ]
 

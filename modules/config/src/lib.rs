@@ -11,6 +11,7 @@ pub mod encode;
 pub mod generate;
 pub mod image;
 mod key_order;
+pub mod known_keys;
 pub mod live;
 pub mod merge;
 pub mod parse;

@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 
 use crate::diff::{doc_label, push_key};
 use crate::document::{DocId, MachineConfig, mixed_identity};
+use crate::known_keys;
 use crate::merge::{kind_name, merge_document, parent_is_map};
 
 /// One parsed config patch. Its `Debug` form shows only its shape: patches can carry secrets.
@@ -49,9 +50,6 @@ impl std::fmt::Debug for Patch {
     }
 }
 
-/// Top-level keys of the v1alpha1 document.
-const V1ALPHA1_KEYS: &[&str] = &["version", "debug", "persist", "machine", "cluster"];
-
 impl Patch {
     /// Parses patch text, trying a strategic-merge stream first, then a JSON patch written as
     /// JSON, then one written as YAML.
@@ -77,9 +75,11 @@ impl Patch {
         };
         match raw_yaml(text) {
             Ok(docs) => {
-                if let [Value::Array(_)] = docs.as_slice()
-                    && let Ok(p) = serde_json::from_value::<json_patch::Patch>(docs[0].clone())
-                {
+                let [Value::Array(_)] = docs.as_slice() else {
+                    // Mappings: a strategic patch, and what is wrong with it is the answer.
+                    return Err(strategic_err);
+                };
+                if let Ok(p) = serde_json::from_value::<json_patch::Patch>(docs[0].clone()) {
                     return Ok(Some(Patch::Json6902(p)));
                 }
                 Err(strategic_err
@@ -122,17 +122,6 @@ fn parse_strategic(text: &str) -> Result<Vec<Value>> {
             bail!("document {n}: missing kind");
         }
         if id.is_v1alpha1() {
-            let unknown: Vec<&str> = map
-                .keys()
-                .map(String::as_str)
-                .filter(|k| !V1ALPHA1_KEYS.contains(k) && *k != "$patch")
-                .collect();
-            if !unknown.is_empty() {
-                bail!(
-                    "document {n}: unknown keys found during decoding of the v1alpha1 document: {}",
-                    unknown.join(", ")
-                );
-            }
             if let Some(v) = map
                 .get("version")
                 .filter(|v| v.as_str() != Some("v1alpha1"))
@@ -146,6 +135,11 @@ fn parse_strategic(text: &str) -> Result<Vec<Value>> {
                     _ => bail!("document {n}: {key} is required and must be a non-empty string"),
                 }
             }
+        }
+        // Talos decodes a patch into its Go types before merging: unknown keys or kinds fail
+        // there (configpatcher/load.go), so they fail here, with the key that was meant.
+        if let Err(refusal) = known_keys::check_document(doc) {
+            bail!("document {n}: {refusal}");
         }
         let is_doc_delete = is_delete_marker(map);
         if !is_doc_delete && !seen.insert(id.clone()) {
@@ -797,7 +791,19 @@ auto: stable
             "{:#}",
             Patch::parse("machin:\n  type: worker\n").unwrap_err()
         );
-        assert!(e.contains("unknown keys") && e.contains("machin"), "{e}");
+        assert!(
+            e.contains("unknown keys") && e.contains("machin (did you mean machine?)"),
+            "{e}"
+        );
+        // At any depth, with the path (Talos decodes patches strictly: configpatcher/load.go).
+        let e = format!(
+            "{:#}",
+            Patch::parse("machine:\n  kubelet:\n    extraArgz: {a: b}\n").unwrap_err()
+        );
+        assert!(
+            e.contains("machine.kubelet.extraArgz (did you mean machine.kubelet.extraArgs?)"),
+            "{e}"
+        );
         // Non-v1alpha1 documents need apiVersion and kind.
         let e = format!(
             "{:#}",

@@ -50,6 +50,12 @@ pub fn validate_mode(cfg: &MachineConfig, mode: Mode) -> Result<Vec<String>, Vec
 /// Runs every check and returns warnings and errors together.
 pub fn check(cfg: &MachineConfig, mode: Mode) -> Findings {
     let mut f = Findings::default();
+    // Talos's decoder refuses these before it validates anything.
+    for doc in &cfg.docs {
+        if let Err(refusal) = crate::known_keys::check_document(doc) {
+            f.errors.push(refusal.to_string());
+        }
+    }
     check_documents(cfg, &mut f);
     match cfg.v1alpha1() {
         Some(v1) => check_v1alpha1(cfg, v1, mode, &mut f),

@@ -95,9 +95,10 @@ pub fn apply(
 ) -> Result<ApplyConfiguration, Status> {
     let mut st = shared.lock();
     let idx = t.idx;
-    let (v14, maintenance, reboot_pending, reject) = {
+    let (release, v14, maintenance, reboot_pending, reject) = {
         let n = &st.nodes[idx];
         (
+            mcfg::Release::for_version(&n.version),
             version::minor(&n.version) >= 14,
             n.maintenance(),
             n.reboot_pending,
@@ -122,7 +123,7 @@ pub fn apply(
         st.nodes[idx].try_token += 1;
         st.nodes[idx].try_rollback_at = None;
     }
-    let new = StoredConfig::parse(&req.data).map_err(Status::invalid_argument)?;
+    let new = StoredConfig::parse(&req.data, release).map_err(Status::invalid_argument)?;
     if let Some(reason) = reject {
         return Err(Status::invalid_argument(reason));
     }

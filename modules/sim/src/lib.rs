@@ -35,6 +35,7 @@
 mod apply;
 pub mod config;
 mod control;
+mod decode;
 mod install;
 pub mod mcfg;
 pub mod pki;

@@ -1,11 +1,14 @@
 //! The few machine-config facts the simulator needs, read from the applied YAML.
 //!
-//! Parsing, validation, the live-change rule and YAML encoding come from `ferro-talos-config`
-//! (the same code the modules use); this file adds the accessors the simulator needs (machine
-//! type, CAs, names, endpoint) and the unified diffs Talos prints.
+//! Decoding is the simulator's own (`crate::decode`, from its table of upstream's Go types);
+//! validation, the live-change rule and YAML encoding still come from `ferro-talos-config` (the
+//! code the modules use, see docs/talos-fidelity.md); this file adds the accessors the simulator
+//! needs (machine type, CAs, names, endpoint) and the unified diffs Talos prints.
 
 use base64::Engine;
 use ferro_talos_config::MachineConfig;
+
+pub use crate::decode::Release;
 use serde_json::Value;
 
 /// A config as applied to a node: the exact bytes plus the decoded documents.
@@ -53,24 +56,16 @@ fn get_path<'a>(doc: &'a Value, path: &[&str]) -> Option<&'a Value> {
 }
 
 impl StoredConfig {
-    /// Decodes every YAML document. Errors read like Talos's decoder messages where we know them.
-    pub fn parse(raw: &[u8]) -> Result<StoredConfig, String> {
+    /// Decodes every document the way a node running `release` does (`crate::decode`: the
+    /// simulator's own reading of upstream's config loader), with upstream's error texts.
+    pub fn parse(raw: &[u8], release: Release) -> Result<StoredConfig, String> {
         let text = std::str::from_utf8(raw)
-            .map_err(|_| "failed to decode configuration: input is not valid UTF-8".to_string())?;
-        let cfg = MachineConfig::parse(text)
-            .map_err(|e| format!("failed to decode configuration: {e}"))?;
-        if cfg.docs.is_empty() {
-            return Err("failed to decode configuration: empty configuration".into());
-        }
-        for doc in &cfg.docs {
-            if doc.get("apiVersion").is_some() && doc.get("kind").is_none() {
-                return Err("missing kind".into());
-            }
-        }
+            .map_err(|_| "decode error: yaml: invalid leading UTF-8 octet".to_string())?;
+        let docs = crate::decode::decode(text, release)?;
         use sha2::Digest;
         Ok(StoredConfig {
             raw: raw.to_vec(),
-            cfg,
+            cfg: MachineConfig { docs },
             digest: hex::encode(sha2::Sha256::digest(raw)),
         })
     }
@@ -258,9 +253,9 @@ mod tests {
         let cp = &SAMPLE.controlplane;
         // Without an install disk a metal node refuses the config.
         let without_disk = cp.replacen("        disk: /dev/sda\n", "", 1);
-        let c = StoredConfig::parse(without_disk.as_bytes()).unwrap();
+        let c = StoredConfig::parse(without_disk.as_bytes(), Release::V1_13).unwrap();
         assert!(c.validate(false).unwrap_err().contains("install disk"));
-        let c = StoredConfig::parse(cp.as_bytes()).unwrap();
+        let c = StoredConfig::parse(cp.as_bytes(), Release::V1_13).unwrap();
         assert_eq!(c.machine_type(), Some(MachineType::ControlPlane));
         assert_eq!(c.cluster_name(), "base");
         assert_eq!(c.endpoint(), "https://base:6443");
@@ -275,13 +270,13 @@ mod tests {
     #[test]
     fn live_vs_reboot() {
         let cp = &SAMPLE.controlplane;
-        let old = StoredConfig::parse(cp.as_bytes()).unwrap();
+        let old = StoredConfig::parse(cp.as_bytes(), Release::V1_13).unwrap();
         let live = cp.replace("certSANs: []", "certSANs: [\"10.0.0.1\"]");
-        let live = StoredConfig::parse(live.as_bytes()).unwrap();
+        let live = StoredConfig::parse(live.as_bytes(), Release::V1_13).unwrap();
         assert_eq!(reboot_diff(&old, &live), None);
         let token = format!("token: {}", SAMPLE.bundle.trustd_info.token);
         let reboot = cp.replace(&token, "token: aaaaaa.bbbbbbbbbbbbbbbb");
-        let reboot = StoredConfig::parse(reboot.as_bytes()).unwrap();
+        let reboot = StoredConfig::parse(reboot.as_bytes(), Release::V1_13).unwrap();
         let diff = reboot_diff(&old, &reboot).unwrap();
         assert!(diff.starts_with("--- a\n+++ b\n@@ "), "{diff}");
         assert!(diff.contains(&format!("-    {token}")), "{diff}");
@@ -289,14 +284,17 @@ mod tests {
 
     #[test]
     fn rejects_bad_documents() {
-        assert!(StoredConfig::parse(b"foo: [").is_err());
+        assert!(StoredConfig::parse(b"foo: [", Release::V1_13).is_err());
+        // Without a kind, apiVersion v1alpha1 names the legacy document, which has no such keys.
         assert_eq!(
-            StoredConfig::parse(b"apiVersion: v1alpha1\nname: x\n").unwrap_err(),
-            "missing kind"
+            StoredConfig::parse(b"apiVersion: v1alpha1\nname: x\n", Release::V1_13).unwrap_err(),
+            "error decoding document v1alpha1/v1alpha1/x (line 1): unknown keys found during decoding:\napiVersion: v1alpha1\nname: x\n"
         );
-        let worker_only =
-            StoredConfig::parse(b"apiVersion: v1alpha1\nkind: HostnameConfig\nhostname: a\n")
-                .unwrap();
+        let worker_only = StoredConfig::parse(
+            b"apiVersion: v1alpha1\nkind: HostnameConfig\nhostname: a\n",
+            Release::V1_13,
+        )
+        .unwrap();
         assert!(
             worker_only
                 .validate(false)

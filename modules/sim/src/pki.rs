@@ -99,7 +99,11 @@ mod tests {
     #[test]
     fn issues_from_the_config_cas() {
         let sample = crate::sample::SampleCluster::generate();
-        let cfg = crate::mcfg::StoredConfig::parse(sample.controlplane.as_bytes()).unwrap();
+        let cfg = crate::mcfg::StoredConfig::parse(
+            sample.controlplane.as_bytes(),
+            crate::mcfg::Release::V1_13,
+        )
+        .unwrap();
         let (crt, key) = cfg.os_ca().unwrap();
         let key = key.unwrap();
         let ip: IpAddr = "127.0.0.1".parse().unwrap();

@@ -276,7 +276,9 @@ pub fn read_config(dir: &Path, name: &str) -> Result<StoredConfig> {
         })?;
     let path = dir.join(name);
     let raw = std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
-    let cfg = StoredConfig::parse(&raw)
+    // The node accepted this config when it was applied; the newest release's types read what
+    // any release accepted (the node's version may have changed since).
+    let cfg = StoredConfig::parse(&raw, crate::mcfg::Release::V1_14)
         .map_err(|e| anyhow!("{} is not a machine config: {e}", path.display()))?;
     if cfg.digest != digest.to_ascii_lowercase() {
         bail!(

@@ -118,7 +118,11 @@ pub fn mtls(ca_pem: &str, cert_pem: &str, key_pem: &str) -> ClientConfig {
 
 /// The sample cluster's OS CA (crt, key) PEM.
 pub fn os_ca() -> (String, String) {
-    let cfg = ferro_talos_sim::mcfg::StoredConfig::parse(CP.as_bytes()).unwrap();
+    let cfg = ferro_talos_sim::mcfg::StoredConfig::parse(
+        CP.as_bytes(),
+        ferro_talos_sim::mcfg::Release::V1_13,
+    )
+    .unwrap();
     let (crt, key) = cfg.os_ca().unwrap();
     (crt, key.unwrap())
 }

@@ -1,0 +1,252 @@
+//! Keys Talos would refuse: its config loader decodes every document into its Go type and then
+//! fails on any key no field takes ("unknown keys found during decoding",
+//! `pkg/machinery/config/configloader/internal/decoder/decoder.go` at v1.13.9), and on a document
+//! kind it has not registered. This check finds the same mistakes from the collection's own key
+//! table (`key_order.rs`, generated from upstream's JSON schemas), so a typo in a patch fails
+//! before anything reaches a node, with the path and the key that was probably meant.
+//!
+//! The table is the union of the 1.13 and 1.14 keys, and fields whose type it does not know take
+//! anything: the check never refuses what Talos accepts, and catches what it can name.
+
+use serde_json::Value;
+
+use crate::document::DocId;
+use crate::encode::{F, Shape};
+use crate::key_order;
+
+/// A key Talos's decoder has no field for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownKey {
+    /// Where, as `machine.kubelet.extraArgz` (list items as `[0]`).
+    pub path: String,
+    /// The known key at the same place that is closest to it, when one is close.
+    pub did_you_mean: Option<String>,
+}
+
+impl std::fmt::Display for UnknownKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.path)?;
+        if let Some(s) = &self.did_you_mean {
+            write!(f, " (did you mean {s}?)")?;
+        }
+        Ok(())
+    }
+}
+
+/// What in a document Talos would refuse to decode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// The document's kind is not one Talos registers.
+    UnknownKind { kind: String },
+    /// Keys no field takes.
+    UnknownKeys(Vec<UnknownKey>),
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::UnknownKind { kind } => {
+                write!(f, "unknown document kind {kind:?}")?;
+                let kinds: Vec<&str> = known_kinds();
+                if let Some(k) = nearest(kind, kinds.iter().copied()) {
+                    write!(f, " (did you mean {k}?)")?;
+                }
+                write!(f, "; Talos refuses document kinds it has not registered")
+            }
+            Refusal::UnknownKeys(keys) => {
+                let list: Vec<String> = keys.iter().map(UnknownKey::to_string).collect();
+                write!(
+                    f,
+                    "unknown keys found during decoding: {}; Talos refuses keys its config types have no field for",
+                    list.join(", ")
+                )
+            }
+        }
+    }
+}
+
+/// Checks one document. `$patch` markers (strategic-merge deletes) are not config keys and are
+/// skipped.
+pub fn check_document(doc: &Value) -> Result<(), Refusal> {
+    let id = DocId::of(doc);
+    let fields = if id.is_v1alpha1() {
+        key_order::V1ALPHA1
+    } else {
+        match key_order::KINDS.iter().find(|(k, _)| *k == id.kind) {
+            Some((_, fields)) => *fields,
+            None => return Err(Refusal::UnknownKind { kind: id.kind }),
+        }
+    };
+    let mut found = Vec::new();
+    let prefix = if id.is_v1alpha1() {
+        String::new()
+    } else {
+        format!("{}.", id.kind)
+    };
+    walk(doc, Shape::Struct(fields), &prefix, &mut found);
+    if found.is_empty() {
+        Ok(())
+    } else {
+        Err(Refusal::UnknownKeys(found))
+    }
+}
+
+fn walk(v: &Value, shape: Shape, at: &str, found: &mut Vec<UnknownKey>) {
+    match (shape, v) {
+        (Shape::Struct(fields), Value::Object(m)) => {
+            for (k, x) in m {
+                if k.starts_with("$patch") {
+                    continue;
+                }
+                let path = format!("{at}{k}");
+                match fields.iter().find(|F(name, _)| name == k) {
+                    Some(F(_, inner)) => walk(x, *inner, &format!("{path}."), found),
+                    None => found.push(UnknownKey {
+                        did_you_mean: closest(k, fields).map(|s| format!("{at}{s}")),
+                        path,
+                    }),
+                }
+            }
+        }
+        (Shape::Seq(inner), Value::Array(items)) => {
+            let base = at.trim_end_matches('.');
+            for (i, x) in items.iter().enumerate() {
+                walk(x, *inner, &format!("{base}[{i}]."), found);
+            }
+        }
+        (Shape::Map(inner), Value::Object(m)) => {
+            for (k, x) in m {
+                walk(x, *inner, &format!("{at}{k}."), found);
+            }
+        }
+        // Free-form maps, strings, numbers and fields of unknown type take anything.
+        _ => {}
+    }
+}
+
+/// The field name nearest to `key` by edit distance, when it is near enough to be a typo
+/// (at most a third of the key's length, and at least one edit).
+fn closest(key: &str, fields: &[F]) -> Option<&'static str> {
+    nearest(key, fields.iter().map(|F(name, _)| *name))
+}
+
+fn nearest<'a>(key: &str, candidates: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+    let lower = key.to_ascii_lowercase();
+    candidates
+        .map(|name| (name, distance(&lower, &name.to_ascii_lowercase())))
+        .filter(|(_, d)| *d <= (key.chars().count() / 3).max(1))
+        .min_by_key(|(_, d)| *d)
+        .map(|(n, _)| n)
+}
+
+/// Levenshtein distance.
+fn distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = if ca == *cb {
+                prev
+            } else {
+                1 + prev.min(row[j]).min(row[j + 1])
+            };
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
+/// Every kind the table knows, for messages.
+pub fn known_kinds() -> Vec<&'static str> {
+    key_order::KINDS.iter().map(|(k, _)| *k).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::MachineConfig;
+
+    fn doc(text: &str) -> Value {
+        MachineConfig::parse(text).unwrap().docs.remove(0)
+    }
+
+    #[test]
+    fn a_typo_is_found_with_its_path_and_the_key_meant() {
+        let e = check_document(&doc("machine:\n  kubelet:\n    extraArgz: {a: b}\n")).unwrap_err();
+        assert_eq!(
+            e,
+            Refusal::UnknownKeys(vec![UnknownKey {
+                path: "machine.kubelet.extraArgz".into(),
+                did_you_mean: Some("machine.kubelet.extraArgs".into()),
+            }])
+        );
+        let e = check_document(&doc(
+            "machine:\n  network:\n    interfaces:\n      - interface: eth0\n        dhcpp: true\n",
+        ));
+        let Err(Refusal::UnknownKeys(keys)) = e else {
+            panic!("{e:?}")
+        };
+        assert_eq!(keys[0].path, "machine.network.interfaces[0].dhcpp");
+        assert_eq!(
+            keys[0].did_you_mean.as_deref(),
+            Some("machine.network.interfaces[0].dhcp")
+        );
+    }
+
+    #[test]
+    fn free_form_fields_and_patch_markers_take_anything() {
+        let ok = "machine:\n  nodeLabels: {any: thing}\n  kubelet:\n    extraConfig: {x: [1]}\n    extraArgs: {a: b}\n  network:\n    interfaces:\n      - $patch: delete\n        interface: eth0\n";
+        assert_eq!(check_document(&doc(ok)), Ok(()));
+        let far = check_document(&doc("machine:\n  zzzzzzzz: 1\n")).unwrap_err();
+        assert_eq!(
+            far,
+            Refusal::UnknownKeys(vec![UnknownKey {
+                path: "machine.zzzzzzzz".into(),
+                did_you_mean: None
+            }])
+        );
+    }
+
+    #[test]
+    fn kinds_are_checked_and_named() {
+        let e = check_document(&doc(
+            "apiVersion: v1alpha1\nkind: HostnameConfg\nhostname: a\n",
+        ));
+        assert_eq!(
+            e,
+            Err(Refusal::UnknownKind {
+                kind: "HostnameConfg".into()
+            })
+        );
+        assert_eq!(
+            e.unwrap_err().to_string(),
+            "unknown document kind \"HostnameConfg\" (did you mean HostnameConfig?); Talos refuses document kinds it has not registered"
+        );
+        let e = check_document(&doc(
+            "apiVersion: v1alpha1\nkind: HostnameConfig\nhostnme: a\n",
+        ));
+        let Err(Refusal::UnknownKeys(keys)) = e else {
+            panic!("{e:?}")
+        };
+        assert_eq!(keys[0].path, "HostnameConfig.hostnme");
+        for kind in [
+            "ImageVerificationConfig",
+            "KubeSpanEndpointsConfig",
+            "UnattendedInstallConfig",
+        ] {
+            assert!(known_kinds().contains(&kind), "{kind}");
+        }
+    }
+
+    /// `machine.acceptedCAs` is a list of `{crt}` in Go (`[]*x509.PEMEncodedCertificate` in
+    /// `pkg/machinery/config/types/v1alpha1/v1alpha1_types.go`), whatever the schema says.
+    #[test]
+    fn accepted_cas_are_a_list_of_certificates() {
+        let ok = "machine:\n  acceptedCAs:\n    - crt: Zm9v\n";
+        assert_eq!(check_document(&doc(ok)), Ok(()));
+        assert!(check_document(&doc("machine:\n  acceptedCAs:\n    - cert: Zm9v\n")).is_err());
+    }
+}
