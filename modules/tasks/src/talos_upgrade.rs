@@ -344,9 +344,22 @@ pub struct Component {
     pub pointer: &'static str,
     pub image: String,
     pub version: Version,
+    /// The image flavour after the version in the tag (`-fat`, `-slim`), kept when retagged.
+    pub flavour: &'static str,
+}
+
+impl Component {
+    /// The component's image at `version`, in the same repository and flavour.
+    pub fn retagged(&self, version: &Version) -> String {
+        format!("{}{}", retag(&self.image, version), self.flavour)
+    }
 }
 
 const KUBELET: (&str, &str) = ("kubelet", "/machine/kubelet/image");
+
+/// The flavours of siderolabs' kubelet images; `talosctl upgrade-k8s` keeps them
+/// (`extractKubeletVersionSuffix` in `pkg/cluster/kubernetes/kubelet.go` at v1.13.9).
+const KUBELET_FLAVOURS: [&str; 2] = ["-fat", "-slim"];
 const CONTROL_PLANE_COMPONENTS: [(&str, &str); 4] = [
     ("kube-apiserver", "/cluster/apiServer/image"),
     (
@@ -398,10 +411,15 @@ pub fn kubernetes_components(v1alpha1: &Value) -> Result<Vec<Component>, String>
                     )
                 })?;
             let tag = split_image(image).1.unwrap_or("");
-            let version = parse_version(tag).map_err(|_| {
+            let flavour = if name == KUBELET.0 {
+                KUBELET_FLAVOURS.into_iter().find(|f| tag.ends_with(f)).unwrap_or("")
+            } else {
+                ""
+            };
+            let version = parse_version(&tag[..tag.len() - flavour.len()]).map_err(|_| {
                 format!("{} is {image:?}, whose tag is not a Kubernetes version", config_path(pointer))
             })?;
-            Ok(Component { name, pointer, image: image.to_string(), version })
+            Ok(Component { name, pointer, image: image.to_string(), version, flavour })
         })
         .collect()
 }
@@ -1034,7 +1052,7 @@ impl KubernetesPlan {
             .components
             .iter()
             .map(|c| {
-                let after = retag(&c.image, &self.target);
+                let after = c.retagged(&self.target);
                 let changed = c.version != self.target;
                 (
                     c.name.to_string(),
@@ -1066,7 +1084,7 @@ impl KubernetesPlan {
                     "namespace": "kube-system",
                     "name": "kube-proxy",
                     "image": c.image,
-                    "config_image": retag(&c.image, &self.target),
+                    "config_image": c.retagged(&self.target),
                 })
             })
             .collect()
@@ -1110,7 +1128,7 @@ async fn upgrade_kubernetes(
     };
     let mut expected = Vec::new();
     for c in plan.components.iter().filter(|c| c.version != plan.target) {
-        let new_image = retag(&c.image, &plan.target);
+        let new_image = c.retagged(&plan.target);
         match v1.pointer_mut(c.pointer) {
             Some(slot) => *slot = Value::String(new_image.clone()),
             None => {
@@ -1427,6 +1445,30 @@ mod tests {
             kubernetes_components(&missing)
                 .unwrap_err()
                 .contains("machine.kubelet.image")
+        );
+    }
+
+    /// `pkg/cluster/kubernetes/kubelet.go` (v1.13.9) keeps a kubelet image's `-fat`/`-slim`
+    /// flavour when it moves the tag; the version is read without it.
+    #[test]
+    fn a_kubelet_flavour_survives_the_retag() {
+        let fat = config("ghcr.io/siderolabs/kubelet:v1.36.1-fat", None);
+        let comps = kubernetes_components(&fat).unwrap();
+        assert_eq!(comps[0].version, v("1.36.1"));
+        assert_eq!(
+            comps[0].retagged(&v("1.36.2")),
+            "ghcr.io/siderolabs/kubelet:v1.36.2-fat"
+        );
+        assert!(
+            !plan_kubernetes(&fat, &v("1.36.1"), &v("1.13.6"))
+                .unwrap()
+                .changes(),
+            "same version: nothing to do"
+        );
+        let slim = config("ghcr.io/siderolabs/kubelet:v1.36.1-slim@sha256:00", None);
+        assert_eq!(
+            kubernetes_components(&slim).unwrap()[0].retagged(&v("1.36.2")),
+            "ghcr.io/siderolabs/kubelet:v1.36.2-slim"
         );
     }
 
