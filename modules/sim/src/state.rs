@@ -711,7 +711,9 @@ impl Shared {
                     });
                 }
                 // A member that was left registered (a reset without leaving etcd) rejoins
-                // under its old id; upstream it would have to be removed first.
+                // under its old id; upstream's addMember (internal/app/machined/pkg/system/
+                // services/etcd.go) removes the member of the same hostname itself and rejoins
+                // as a learner with a new id.
                 n.etcd_data = true;
             }
         }

@@ -95,13 +95,15 @@ pub fn upgrade(shared: &Arc<Shared>, t: &Target, req: &UpgradeRequest) -> Result
     };
     let n = &mut st.nodes[t.idx];
     if n.upgrade_running || n.reboot_pending {
-        // The controller's sequence lock is taken: the answer still says "received".
+        // The controller's sequence lock is taken: the answer still says "received", and the
+        // LOCKED event goes out without the actor id (`Publish(context.Background(), …)` in
+        // v1alpha1_controller.go Run), so a client watching its actor never sees it.
         let locked = sequence_error_event(
             sequence,
             common::Code::Locked,
             "sequence not started: locked",
         );
-        shared.publish(&mut st, t.idx, &actor, locked);
+        shared.publish(&mut st, t.idx, "", locked);
         return Ok(actor);
     }
     n.upgrade_running = true;
