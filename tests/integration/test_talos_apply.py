@@ -151,3 +151,58 @@ def test_staged_and_tried_configs_are_compared_with_what_the_next_boot_loads(ans
     settled = apply_labels(ansible, cluster, tmp_path, "auto", "tried")
     assert not settled["changed"] and settled["try_pending"] is False, settled
     assert "already runs this config" in settled["msg"]
+
+
+def vlan_patch(vlan_id):
+    return {"machine": {"network": {"interfaces": [
+        {"interface": "eth1", "vlans": [{"vlanId": vlan_id, "addresses": ["10.20.0.2/24"]}],
+         "routes": [{"network": "10.30.0.0/16", "gateway": "10.20.0.1"}]}]}}}
+
+
+def without_zero_values(rendered, path):
+    """The same settings the way another tool writes them: the vlan's `routes: []` left out, keys in another order."""
+    docs = list(yaml.safe_load_all(rendered.read_text()))
+    del docs[0]["machine"]["network"]["interfaces"][0]["vlans"][0]["routes"]
+    docs[0]["machine"] = dict(reversed(list(docs[0]["machine"].items())))
+    path.write_text(yaml.safe_dump_all(docs, sort_keys=True))
+    assert "routes: []" not in path.read_text()
+    return path
+
+
+def test_a_live_config_with_or_without_talosctls_zero_values_reports_no_drift(ansible, sim_factory, tmp_path):
+    """talosctl writes every field its Go structs have without omitempty, zero or not (pkg/machinery/config/encoder/
+    encoder.go -> yaml.Marshal at v1.13.9: `routes: []` under a vlan); configs written by other tools leave them out.
+    Both say the same thing, so neither is drift: changed=false and no diff lines, whichever of the two the node
+    runs and whichever is desired."""
+    sim = sim_factory(control_planes=1, workers=0)
+    cluster = converge(ansible, sim, tmp_path, bootstrap=False)
+    cp = cluster["cps"][0]
+
+    def apply(config, check=False):
+        task = {"name": "apply", "ferro.talos.talos_apply": {
+            "node": cp, "config": str(config), "secrets_file": str(cluster["secrets"])}}
+        run = ansible.run(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": [task]}]),
+                          check=check, diff=True)
+        assert run.rc == 0, run.output
+        return run.task("apply")["result"]
+
+    def no_drift(config):
+        boot = sim.status()[0]["boot_id"]
+        for check in (True, False):
+            result = apply(config, check=check)
+            assert result["changed"] is False, (config.name, check, result)
+            assert result["changed_paths"] == []
+            assert not result.get("diff"), result.get("diff")
+        assert sim.status()[0]["boot_id"] == boot, "nothing was applied"
+
+    # The node runs talosctl's form (rendered by talos_config, zeros included); the sparse form is desired.
+    assert render_and_apply(ansible, cluster, tmp_path, vlan_patch(20), "full20").task("apply")["result"]["changed"]
+    full20 = tmp_path / "full20.yaml"
+    assert "routes: []" in full20.read_text(), "the vlan's always-written routes, as talosctl writes them"
+    no_drift(without_zero_values(full20, tmp_path / "sparse20.yaml"))
+
+    # The node runs the sparse form; talosctl's form is desired.
+    render_and_apply(ansible, cluster, tmp_path, vlan_patch(21), "full21", check=True)
+    sparse21 = without_zero_values(tmp_path / "full21.yaml", tmp_path / "sparse21.yaml")
+    assert apply(sparse21)["changed"] is True
+    no_drift(tmp_path / "full21.yaml")

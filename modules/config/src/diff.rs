@@ -9,6 +9,7 @@
 use serde_json::Value;
 
 use crate::document::{DocId, MachineConfig};
+use crate::normalize::Rules;
 
 /// Appends `key` to a readable path: `.key` for identifier-like keys, `["key"]` otherwise.
 pub(crate) fn push_key(path: &mut String, key: &str) {
@@ -71,9 +72,14 @@ pub(crate) fn pair_documents<'a>(
 /// Added and removed documents are reported as `+Kind(name)` / `-Kind(name)` (`+v1alpha1` for the
 /// main document). A list whose length changed is reported once at the list path; lists of equal
 /// length are compared item by item.
+///
+/// Both sides are compared as Talos's encoder sees them (`normalize`): zero values written or
+/// left out are no change.
 pub fn changed_paths(before: &MachineConfig, after: &MachineConfig) -> Vec<String> {
+    let before = before.normalized(Rules::V1_13);
+    let after = after.normalized(Rules::V1_13);
     let mut out = Vec::new();
-    for (id, b, a) in pair_documents(before, after) {
+    for (id, b, a) in pair_documents(&before, &after) {
         let label = doc_label(&id);
         let shown = if label.is_empty() {
             "v1alpha1".to_string()
@@ -145,14 +151,15 @@ mod tests {
             "certSANs": ["x", "y"],
             "nodeLabels": {}, "type": "worker"}, "cluster": {}})]);
         let paths = changed_paths(&before, &after);
+        // In Go struct order; an empty map is no map to Talos's encoder (omitempty).
         assert_eq!(
             paths,
             vec![
-                "machine.install.image",
-                "machine.disks[0].partitions",
-                "machine.certSANs",
-                "machine.nodeLabels[\"node.kubernetes.io/x\"]",
                 "machine.type",
+                "machine.certSANs",
+                "machine.disks[0].partitions",
+                "machine.install.image",
+                "machine.nodeLabels",
                 "cluster.extraManifests",
             ]
         );

@@ -1,11 +1,14 @@
 //! Talos's comment-free YAML encoding (config.md §3.2), reproduced byte for byte.
 //!
-//! Two steps: the JSON-like document is first turned into an ordered tree of rendered scalars,
-//! using the Go struct field order of each known document kind (see `key_order.rs`), and that tree
-//! is then written the way go-yaml's emitter does with a 4-space indent.
+//! Three steps: the document is first normalised the way Talos's Go encoder sees it (always
+//! written fields at their zero values, empty omitempty fields dropped: `normalize.rs`), then
+//! turned into an ordered tree of rendered scalars, using the Go struct field order of each known
+//! document kind (see `fields.rs`), and that tree is then written the way go-yaml's emitter does
+//! with a 4-space indent.
 
 use crate::document::{DocId, MachineConfig};
-use crate::key_order;
+use crate::fields;
+use crate::normalize::{Rules, normalize_document};
 use serde_json::{Map, Value};
 use std::cmp::Ordering;
 
@@ -16,9 +19,11 @@ pub(crate) enum Shape {
     Leaf,
     /// Free-form Go `map[string]any`: go-yaml sorts keys with its natural-order comparator.
     Any,
-    /// Go `map[string]string` (or extraArgs string-or-list): keys in byte order, scalar values
-    /// become strings.
+    /// Go `map[string]string`: keys in go-yaml's natural order, scalar values become strings.
     StrMap,
+    /// `extraArgs` (`Args`, a map of `ArgValue`): like [`Shape::StrMap`], values may also be lists
+    /// of strings, and an empty value is written `null` (`ArgValue.MarshalYAML`).
+    Args,
     /// Go string: a number or boolean found here is written as its text.
     Str,
     /// Go file mode, written as an octal literal (`0o644`).
@@ -31,50 +36,125 @@ pub(crate) enum Shape {
     /// Go struct: known fields in this order, unknown ones after them.
     Struct(&'static [F]),
     Seq(&'static Shape),
-    /// Go map with struct values: keys in byte order.
+    /// Go map with struct values: keys in go-yaml's natural order.
     Map(&'static Shape),
 }
 
-/// A struct field: YAML key and shape.
+/// A struct field: YAML key, shape, and what Go's encoder does when it is unset.
 #[derive(Debug)]
-pub(crate) struct F(pub &'static str, pub Shape);
+pub(crate) struct F(pub &'static str, pub Shape, pub Unset);
+
+/// What go-yaml does with a field, by its yaml tag.
+#[derive(Debug)]
+pub(crate) enum Unset {
+    /// `omitempty`: dropped when empty in this sense.
+    Omit(Empty),
+    /// No `omitempty`: always written, this when unset.
+    Write(Zero),
+    /// The rule changed in Talos 1.14: (up to 1.13, from 1.14).
+    Split(&'static Unset, &'static Unset),
+}
+
+/// How go-yaml's `isZero` judges a present value of an omitempty field.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Empty {
+    /// A pointer or an interface: only nil (`null`) is empty.
+    Never,
+    Text,
+    Bool,
+    Number,
+    List,
+    Map,
+    /// A struct value: empty when all its exported fields are.
+    Struct,
+    /// A type with its own `IsZero` (sizes, addresses, specs).
+    Custom,
+}
+
+/// The zero value go-yaml writes for an unset always-written field.
+#[derive(Debug)]
+pub(crate) enum Zero {
+    Null,
+    Text,
+    Number,
+    List,
+    Map,
+    /// A struct value: its own always-written fields, `{}` when it has none.
+    Struct,
+    /// An enum's name for 0 (`none`, `accept`, ...).
+    Literal(&'static str),
+}
 
 /// Header-only order for kinds this crate does not know.
 const UNKNOWN_KIND: &[F] = &[
-    F("apiVersion", Shape::Leaf),
-    F("kind", Shape::Leaf),
-    F("name", Shape::Leaf),
+    F("apiVersion", Shape::Leaf, Unset::Omit(Empty::Never)),
+    F("kind", Shape::Leaf, Unset::Omit(Empty::Never)),
+    F("name", Shape::Leaf, Unset::Omit(Empty::Never)),
 ];
 
 impl MachineConfig {
-    /// The comment-free YAML form, as Talos writes it: documents joined by `---` lines.
+    /// The comment-free YAML form, as Talos 1.13 writes it: documents joined by `---` lines.
     pub fn to_yaml(&self) -> String {
+        self.to_yaml_with(Rules::V1_13)
+    }
+
+    /// The comment-free YAML form under one release's encoding rules.
+    pub fn to_yaml_with(&self, rules: Rules) -> String {
         let mut out = String::new();
         for (i, doc) in self.docs.iter().enumerate() {
             if i > 0 {
                 out.push_str("---\n");
             }
-            out.push_str(&encode_document(doc));
+            out.push_str(&encode_document_with(doc, rules));
         }
         out
     }
+
+    /// Every document as Talos compares decoded configs (see [`crate::normalize::decoded_document`]).
+    pub fn decoded(&self) -> MachineConfig {
+        MachineConfig {
+            docs: self
+                .docs
+                .iter()
+                .map(crate::normalize::decoded_document)
+                .collect(),
+        }
+    }
+
+    /// Every document as Talos's encoder sees it (see [`normalize_document`]): what to compare
+    /// two configs by.
+    pub fn normalized(&self, rules: Rules) -> MachineConfig {
+        MachineConfig {
+            docs: self
+                .docs
+                .iter()
+                .map(|d| normalize_document(d, rules))
+                .collect(),
+        }
+    }
 }
 
-/// Encodes one document with the key order of its kind.
+/// Encodes one document with the key order of its kind, under Talos 1.13's rules.
 pub fn encode_document(doc: &Value) -> String {
+    encode_document_with(doc, Rules::V1_13)
+}
+
+/// Encodes one document with the key order of its kind, under `rules`.
+pub fn encode_document_with(doc: &Value, rules: Rules) -> String {
     let fields = document_fields(doc);
-    let node = to_node(doc, Shape::Struct(fields));
+    let normal = normalize_document(doc, rules);
+    let node = to_node(&normal, Shape::Struct(fields));
     let mut w = Writer { out: String::new() };
     w.root(&node);
     w.out
 }
 
-fn document_fields(doc: &Value) -> &'static [F] {
+pub(crate) fn document_fields(doc: &Value) -> &'static [F] {
     let id = DocId::of(doc);
     if id.is_v1alpha1() {
-        return key_order::V1ALPHA1;
+        return fields::V1ALPHA1;
     }
-    key_order::KINDS
+    fields::KINDS
         .iter()
         .find(|(k, _)| *k == id.kind)
         .map(|(_, f)| *f)
@@ -116,31 +196,37 @@ fn to_node(v: &Value, shape: Shape) -> Node {
     match (shape, v) {
         (Shape::Struct(fields), Value::Object(m)) => {
             let mut entries = Vec::with_capacity(m.len());
-            for F(name, fshape) in fields {
+            // After normalisation a known field holding null is an always-written nil pointer.
+            for F(name, fshape, _) in fields {
                 if let Some(x) = m.get(*name) {
-                    // A nil pointer is never written.
-                    if !x.is_null() {
-                        entries.push((key_scalar(name), to_node(x, *fshape)));
-                    }
+                    entries.push((key_scalar(name), to_node(x, *fshape)));
                 }
             }
             for (k, x) in m {
-                if !fields.iter().any(|F(name, _)| name == k) {
+                if !x.is_null() && !fields.iter().any(|F(name, _, _)| name == k) {
                     entries.push((key_scalar(k), to_node(x, Shape::Leaf)));
                 }
             }
             Node::Map(entries)
         }
+        // go-yaml sorts every Go map's keys with its natural-order comparator
+        // (`keyList.Less`): `HTTP_PROXY` before `HTTPS_PROXY`, `eth9` before `eth10`.
         (Shape::Map(inner), Value::Object(m)) => Node::Map(
-            sorted_by(m, |a, b| a.as_bytes().cmp(b.as_bytes()))
+            sorted_by(m, go_yaml_key_less)
                 .into_iter()
                 .map(|(k, x)| (key_scalar(k), to_node(x, *inner)))
                 .collect(),
         ),
         (Shape::StrMap, Value::Object(m)) => Node::Map(
-            sorted_by(m, |a, b| a.as_bytes().cmp(b.as_bytes()))
+            sorted_by(m, go_yaml_key_less)
                 .into_iter()
                 .map(|(k, x)| (key_scalar(k), string_value(x)))
+                .collect(),
+        ),
+        (Shape::Args, Value::Object(m)) => Node::Map(
+            sorted_by(m, go_yaml_key_less)
+                .into_iter()
+                .map(|(k, x)| (key_scalar(k), arg_value(x)))
                 .collect(),
         ),
         (Shape::Any, Value::Object(m)) => Node::Map(
@@ -186,6 +272,15 @@ fn string_value(v: &Value) -> Node {
         // A YAML null decodes to Go's empty string.
         Value::Null => Node::Scalar(string_scalar("")),
         other => to_node(other, Shape::Leaf),
+    }
+}
+
+/// `ArgValue.MarshalYAML`: a list, a string, or `null` when it holds nothing.
+fn arg_value(v: &Value) -> Node {
+    match v {
+        Value::Null => Node::Scalar(Scalar::plain("null")),
+        Value::String(s) if s.is_empty() => Node::Scalar(Scalar::plain("null")),
+        other => string_value(other),
     }
 }
 
@@ -1030,7 +1125,9 @@ mod tests {
         let cfg = MachineConfig::parse("e:\n- |\n\n F").unwrap();
         let out = cfg.to_yaml();
         let again = MachineConfig::parse(&out).expect("the rendered text parses back");
-        assert_eq!(again, cfg);
+        // The output has the v1alpha1 document's always-written fields on top of `e`.
+        assert_eq!(again.normalized(Rules::V1_13), cfg.normalized(Rules::V1_13));
+        assert_eq!(again.docs[0]["e"], cfg.docs[0]["e"]);
         assert_eq!(again.to_yaml(), out);
     }
 
@@ -1048,13 +1145,18 @@ mod tests {
             },
             "version": "v1alpha1",
         });
-        let expected = "version: v1alpha1\nmachine:\n    type: worker\n    kubelet:\n        \
+        // Go's encoder writes the always-written fields the input left out: machine.token and
+        // certSANs, a file's op, cluster.controlPlane (nil pointer: null) in 1.13.
+        let expected = "version: v1alpha1\nmachine:\n    type: worker\n    token: \"\"\n    \
+            certSANs: []\n    kubelet:\n        \
             extraArgs:\n            a:\n                - \"1\"\n                - \"2\"\n            \
             rotate-server-certificates: \"true\"\n        extraMounts:\n            \
             - destination: /d\n              type: bind\n              source: /s\n    \
-            files:\n        - content: c\n          permissions: 0o644\n          path: /p\n    \
+            files:\n        - content: c\n          permissions: 0o644\n          path: /p\n          \
+            op: \"\"\n    \
             nodeLabels:\n        B: \"true\"\n        a: \"\"\n        z: \"1\"\n    \
-            unknownField:\n        yb: 1\n        x: 2\ncluster:\n    id: i\n    clusterName: c\n";
+            unknownField:\n        yb: 1\n        x: 2\ncluster:\n    id: i\n    controlPlane: null\n    \
+            clusterName: c\n";
         assert_eq!(enc(doc), expected);
     }
 
@@ -1086,7 +1188,8 @@ mod tests {
                 .unwrap();
         assert_eq!(
             c.to_yaml(),
-            "machine:\n    certSANs:\n        - \"1.5\"\n        - x\n    install:\n        wipe: false\n"
+            "version: \"\"\nmachine:\n    type: \"\"\n    token: \"\"\n    certSANs:\n        - \"1.5\"\n        \
+             - x\n    install:\n        wipe: false\ncluster: null\n"
         );
     }
 
@@ -1102,9 +1205,11 @@ mod tests {
             "cluster": {"inlineManifests": [{"contents": "\n\t  kind: X\n", "name": "m"}]}});
         // The kept leading spaces need an indicator counted from `contents` (2), not 4: with 4
         // the text would read back as "kind: X" and lose them.
-        let expected = "machine:\n    disks:\n        - device: /dev/sdb\n          partitions:\n            \
+        let expected = "version: \"\"\nmachine:\n    type: \"\"\n    token: \"\"\n    certSANs: []\n    \
+            disks:\n        - device: /dev/sdb\n          partitions:\n            \
             - size: 10 GB\n              mountpoint: /a\n            - size: 53687091200\n            \
-            - size: 1234000000\n            - size: 1.5 GB\ncluster:\n    inlineManifests:\n        \
+            - size: 1234000000\n            - size: 1.5 GB\ncluster:\n    controlPlane: null\n    \
+            inlineManifests:\n        \
             - name: m\n          contents: |2\n              kind: X\n";
         assert_eq!(enc(doc), expected);
     }
@@ -1142,7 +1247,9 @@ mod tests {
         .unwrap();
         assert_eq!(
             c.to_yaml(),
-            "machine:\n    files:\n        - permissions: 0o644\n    nodeLabels:\n        a: \"\"\n        b: \"10\"\n"
+            "version: \"\"\nmachine:\n    type: \"\"\n    token: \"\"\n    certSANs: []\n    files:\n        \
+             - content: \"\"\n          permissions: 0o644\n          path: \"\"\n          op: \"\"\n    \
+             nodeLabels:\n        a: \"\"\n        b: \"10\"\ncluster: null\n"
         );
     }
 

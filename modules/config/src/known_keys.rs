@@ -1,18 +1,18 @@
 //! Keys Talos would refuse: its config loader decodes every document into its Go type and then
 //! fails on any key no field takes ("unknown keys found during decoding",
 //! `pkg/machinery/config/configloader/internal/decoder/decoder.go` at v1.13.9), and on a document
-//! kind it has not registered. This check finds the same mistakes from the collection's own key
-//! table (`key_order.rs`, generated from upstream's JSON schemas), so a typo in a patch fails
-//! before anything reaches a node, with the path and the key that was probably meant.
+//! kind it has not registered. This check finds the same mistakes from the collection's own field
+//! table (`fields.rs`, generated from upstream's Go types), so a typo in a patch fails before
+//! anything reaches a node, with the path and the key that was probably meant.
 //!
-//! The table is the union of the 1.13 and 1.14 keys, and fields whose type it does not know take
-//! anything: the check never refuses what Talos accepts, and catches what it can name.
+//! The table is the union of the 1.13 and 1.14 fields, and free-form fields take anything: the
+//! check never refuses what either release accepts, and catches what it can name.
 
 use serde_json::Value;
 
 use crate::document::DocId;
 use crate::encode::{F, Shape};
-use crate::key_order;
+use crate::fields;
 
 /// A key Talos's decoder has no field for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,9 +70,9 @@ impl std::fmt::Display for Refusal {
 pub fn check_document(doc: &Value) -> Result<(), Refusal> {
     let id = DocId::of(doc);
     let fields = if id.is_v1alpha1() {
-        key_order::V1ALPHA1
+        fields::V1ALPHA1
     } else {
-        match key_order::KINDS.iter().find(|(k, _)| *k == id.kind) {
+        match fields::KINDS.iter().find(|(k, _)| *k == id.kind) {
             Some((_, fields)) => *fields,
             None => return Err(Refusal::UnknownKind { kind: id.kind }),
         }
@@ -99,8 +99,8 @@ fn walk(v: &Value, shape: Shape, at: &str, found: &mut Vec<UnknownKey>) {
                     continue;
                 }
                 let path = format!("{at}{k}");
-                match fields.iter().find(|F(name, _)| name == k) {
-                    Some(F(_, inner)) => walk(x, *inner, &format!("{path}."), found),
+                match fields.iter().find(|F(name, _, _)| name == k) {
+                    Some(F(_, inner, _)) => walk(x, *inner, &format!("{path}."), found),
                     None => found.push(UnknownKey {
                         did_you_mean: closest(k, fields).map(|s| format!("{at}{s}")),
                         path,
@@ -127,7 +127,7 @@ fn walk(v: &Value, shape: Shape, at: &str, found: &mut Vec<UnknownKey>) {
 /// The field name nearest to `key` by edit distance, when it is near enough to be a typo
 /// (at most a third of the key's length, and at least one edit).
 fn closest(key: &str, fields: &[F]) -> Option<&'static str> {
-    nearest(key, fields.iter().map(|F(name, _)| *name))
+    nearest(key, fields.iter().map(|F(name, _, _)| *name))
 }
 
 fn nearest<'a>(key: &str, candidates: impl Iterator<Item = &'a str>) -> Option<&'a str> {
@@ -161,7 +161,7 @@ fn distance(a: &str, b: &str) -> usize {
 
 /// Every kind the table knows, for messages.
 pub fn known_kinds() -> Vec<&'static str> {
-    key_order::KINDS.iter().map(|(k, _)| *k).collect()
+    fields::KINDS.iter().map(|(k, _)| *k).collect()
 }
 
 #[cfg(test)]

@@ -90,6 +90,9 @@ pub fn without_live_changes(old: &Value, new: &Value) -> Value {
 /// (HostnameConfig, LinkConfig, UserVolumeConfig, ...) never need a reboot. Removing the
 /// v1alpha1 document is not something a node accepts; it counts as needing a reboot.
 pub fn reboot_required(old: &MachineConfig, new: &MachineConfig) -> bool {
+    // Talos compares decoded configs: a scalar left out is its zero value (but a nil list or map
+    // is not an empty one).
+    let (old, new) = (&old.decoded(), &new.decoded());
     let Some(old_doc) = old.v1alpha1() else {
         return false;
     };
@@ -101,6 +104,7 @@ pub fn reboot_required(old: &MachineConfig, new: &MachineConfig) -> bool {
 
 /// Readable top-level paths that force the reboot (empty when none), for explaining why.
 pub fn reboot_reasons(old: &MachineConfig, new: &MachineConfig) -> Vec<String> {
+    let (old, new) = (&old.decoded(), &new.decoded());
     let (Some(old_doc), Some(new_doc)) = (old.v1alpha1(), new.v1alpha1()) else {
         return if reboot_required(old, new) {
             vec!["v1alpha1 document removed".to_string()]

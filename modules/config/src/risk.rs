@@ -6,6 +6,7 @@ use serde_json::Value;
 
 use crate::diff::{doc_label, pair_documents};
 use crate::document::MachineConfig;
+use crate::normalize::Rules;
 
 /// One risky change.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -30,6 +31,10 @@ pub fn risky_changes(before: &MachineConfig, after: &MachineConfig) -> Vec<Risk>
     if before.docs.is_empty() {
         return out;
     }
+    let (before, after) = (
+        &before.normalized(Rules::V1_13),
+        &after.normalized(Rules::V1_13),
+    );
     let null = Value::Null;
     let b = before.v1alpha1().unwrap_or(&null);
     let a = after.v1alpha1().unwrap_or(&null);

@@ -3,6 +3,7 @@
 use ferro_talos_config::MachineConfig;
 use ferro_talos_config::contract::Contract;
 use ferro_talos_config::generate::{Cni, GenerateOptions, MachineType};
+use ferro_talos_config::normalize::Rules;
 use ferro_talos_config::patch::Patch;
 use ferro_talos_secrets::{Bundle, bundle};
 use serde_json::Value;
@@ -92,7 +93,7 @@ fn render(opts: &GenerateOptions, patches: &[&str]) -> String {
     let mut cfg = MachineConfig::generate(&stability_bundle(), opts).unwrap();
     let patches: Vec<Patch> = patches.iter().map(|p| Patch::parse(p).unwrap()).collect();
     cfg.apply_patches(&patches).unwrap();
-    cfg.to_yaml()
+    cfg.to_yaml_with(Rules::for_contract(opts.contract))
 }
 
 #[test]

@@ -491,6 +491,7 @@ class Parser:
 
     def func_decl(self, f):
         recv = None
+        recv_ptr = False
         if self.at("("):
             start, end = self.skip_balanced()
             inner = [x for x in self.t[start + 1:end - 1] if x.kind == "ident"]
@@ -498,6 +499,7 @@ class Parser:
             # last identifier that is not a type parameter of a generic
             names = [x.val for x in inner]
             recv = names[1] if len(names) >= 2 else names[0]
+            recv_ptr = any(x.val == "*" for x in self.t[start + 1:end - 1])
         name = self.next().val
         if self.at("["):
             self.skip_balanced()
@@ -509,7 +511,7 @@ class Parser:
         if self.at("{"):
             bstart, bend = self.skip_balanced()
             body = self.t[bstart:bend]
-        f["funcs"].append({"recv": recv, "name": name, "sig": sig, "body": body})
+        f["funcs"].append({"recv": recv, "recv_ptr": recv_ptr, "name": name, "sig": sig, "body": body})
 
 
 # ---------------------------------------------------------------------------
@@ -733,6 +735,11 @@ class Generator:
                 found["unmarshal_yaml"] = "node" if "Node" in fn["sig"] else "func"
             elif fn["name"] == "UnmarshalText":
                 found["unmarshal_text"] = True
+            # How the encoder writes and omits the type (what the config crate's table needs):
+            # go-yaml calls MarshalYAML / MarshalText and IsZero when the method set has them.
+            elif fn["name"] in ("MarshalYAML", "MarshalText", "IsZero"):
+                key = {"MarshalYAML": "marshal_yaml", "MarshalText": "marshal_text", "IsZero": "is_zero"}[fn["name"]]
+                found[key] = "pointer" if fn.get("recv_ptr") else "value"
             elif fn["name"] == "Name" and fn["sig"].replace(" ", "").startswith("()string"):
                 found["name_method"] = True
         decl = pkg.types[name]
@@ -777,6 +784,9 @@ class Generator:
             "unmarshal_yaml": methods.get("unmarshal_yaml", False),
             "unmarshal_text": methods.get("unmarshal_text", False),
         }
+        for k in ("marshal_yaml", "marshal_text", "is_zero"):
+            if k in methods:
+                entry[k] = methods[k]
         if "docgen:nodoc" in decl["comment"].replace("docgen: nodoc", "docgen:nodoc"):
             entry["nodoc"] = True
         self.types[key] = entry

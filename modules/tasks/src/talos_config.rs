@@ -9,6 +9,7 @@ use ferro_talos_config::contract::Contract;
 use ferro_talos_config::generate::{
     GenerateOptions, KUBERNETES_API_PORT, MachineType, endpoint_url, installer_for_release,
 };
+use ferro_talos_config::normalize::Rules;
 use ferro_talos_config::patch::{Patch, duplicate_warnings};
 use ferro_talos_config::{MachineConfig, diff, redact, risk, validate};
 use ferro_talos_secrets::{Bundle, TalosConfig};
@@ -130,7 +131,9 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
     }
 
     if let Some(cfg) = &rendered {
-        let text = cfg.to_yaml();
+        // talosctl of the contract's release decides what is written (its Go types' yaml tags).
+        let rules = Rules::for_contract(contract);
+        let text = cfg.to_yaml_with(rules);
         let sha = sha256_hex(text.as_bytes());
         result = result
             .with("config_sha256", sha)
@@ -139,7 +142,7 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
             result = result.with("config", text.clone());
         }
         if let Some(dest) = p.path("dest") {
-            let outcome = converge_config_file(ctx, &dest, cfg, &text)?;
+            let outcome = converge_config_file(ctx, &dest, cfg, &text, rules)?;
             if outcome.changed {
                 changed = true;
                 messages.push(if ctx.check_mode {
@@ -382,6 +385,7 @@ fn converge_config_file(
     dest: &Path,
     cfg: &MachineConfig,
     text: &str,
+    rules: Rules,
 ) -> Result<FileOutcome, ModuleError> {
     let existing_text = read_optional(dest).map_err(module_error)?;
     let existing = match &existing_text {
@@ -405,7 +409,7 @@ fn converge_config_file(
     let before = existing.clone().unwrap_or_default();
     let same = existing
         .as_ref()
-        .map(|c| c.to_yaml() == text)
+        .map(|c| c.to_yaml_with(rules) == text)
         .unwrap_or(false);
     let changed_paths = if same {
         Vec::new()
@@ -419,11 +423,11 @@ fn converge_config_file(
     let diff = (!same && ctx.diff).then(|| {
         let (b, a) = redact::redacted_pair(&before, cfg);
         let before_text = if existing_text.is_some() {
-            b.to_yaml()
+            b.to_yaml_with(rules)
         } else {
             String::new()
         };
-        Diff::new(before_text, a.to_yaml()).headers(
+        Diff::new(before_text, a.to_yaml_with(rules)).headers(
             format!("{} (secrets masked)", dest.display()),
             format!("{} (secrets masked)", dest.display()),
         )
