@@ -142,11 +142,13 @@ def fixtures():
 
 
 def run_module(name, args, workdir):
-    """Runs a module binary of the build directly with an args file, as Ansible does; its JSON."""
+    """Runs a module of the build directly with an args file, as Ansible does; its JSON. The build's one
+    program, ferro-talos, runs the module the args file names (Ansible always sets _ansible_module_name)."""
     target = _required_env("FERRO_TARGET_DIR")
     args_file = workdir / f"{name}-args.json"
-    args_file.write_text(json.dumps(args))
-    proc = subprocess.run([os.path.join(target, name), str(args_file)], capture_output=True, text=True, timeout=120)
+    args_file.write_text(json.dumps({**args, "_ansible_module_name": name}))
+    proc = subprocess.run([os.path.join(target, "ferro-talos"), str(args_file)], capture_output=True, text=True,
+                          timeout=120)
     args_file.unlink()
     result = json.loads(proc.stdout)
     assert not result.get("failed"), f"{name}: {result.get('msg')}"

@@ -98,8 +98,9 @@ class Cluster:
     def config_sha(self, address):
         """The node's live config digest, read with the talos_info binary directly (no playbook)."""
         args = self.workdir / "talos_info-args.json"
-        args.write_text(json.dumps({"node": address, "talosconfig": str(self.talosconfig), "connect_timeout": 3}))
-        binary = os.path.join(os.environ["FERRO_TARGET_DIR"], "talos_info")
+        args.write_text(json.dumps({"node": address, "talosconfig": str(self.talosconfig), "connect_timeout": 3,
+                                    "_ansible_module_name": "talos_info"}))
+        binary = os.path.join(os.environ["FERRO_TARGET_DIR"], "ferro-talos")
         proc = subprocess.run([binary, str(args)], capture_output=True, text=True, timeout=30)
         out = json.loads(proc.stdout)
         return out.get("talos", {}).get("config_sha256") or f"unreadable: {out.get('msg')}"

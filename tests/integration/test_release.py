@@ -31,6 +31,10 @@ def git(repo, *args):
     return proc.stdout.strip()
 
 
+# The one program that runs every module, for every platform a release ships.
+PROGRAMS = ("ferro-talos-linux-aarch64", "ferro-talos-linux-x86_64")
+
+
 def sidecar_names(repo):
     return sorted(p.stem for p in (repo / "plugins" / "modules").glob("*.yml"))
 
@@ -127,23 +131,22 @@ def test_release_commits_the_changelog_and_tags_a_commit_with_binaries(release):
     # The branch carries no binaries; the tag's commit adds exactly the binaries, executable.
     names = sidecar_names(repo)
     assert names, "no sidecar docs found"
-    on_branch = git(repo, "ls-tree", "--name-only", "HEAD", "plugins/modules/").split()
-    assert sorted(on_branch) == sorted(f"plugins/modules/{n}.yml" for n in names)
+    assert git(repo, "ls-tree", "--name-only", "HEAD", "bin/") == ""
     tagged = git(repo, "rev-parse", f"{TAG}^{{commit}}")
     assert git(repo, "rev-parse", f"{tagged}^") == head
     assert git(repo, "cat-file", "-t", f"refs/tags/{TAG}") == "tag", "the tag must be annotated"
     diff = git(repo, "diff-tree", "-r", "--no-commit-id", "--name-status", head, tagged).splitlines()
-    assert sorted(diff) == sorted(f"A\tplugins/modules/{n}" for n in names)
+    assert sorted(diff) == sorted(f"A\tbin/{binary}" for binary in PROGRAMS)
     with tarfile.open(release.tarball) as tar:
-        for name in names:
-            entry = git(repo, "ls-tree", tagged, f"plugins/modules/{name}")
+        for binary in PROGRAMS:
+            entry = git(repo, "ls-tree", tagged, f"bin/{binary}")
             assert entry.startswith("100755 blob "), entry
-            member = tar.getmember(f"plugins/modules/{name}")
-            assert member.mode & 0o111, f"{name} is not executable in the tarball"
+            member = tar.getmember(f"bin/{binary}")
+            assert member.mode & 0o111, f"{binary} is not executable in the tarball"
             in_git = subprocess.run(
-                ["git", "cat-file", "blob", f"{tagged}:plugins/modules/{name}"], cwd=repo, capture_output=True
+                ["git", "cat-file", "blob", f"{tagged}:bin/{binary}"], cwd=repo, capture_output=True
             ).stdout
-            assert in_git == tar.extractfile(member).read(), f"{name} differs between the tag and the tarball"
+            assert in_git == tar.extractfile(member).read(), f"{binary} differs between the tag and the tarball"
             assert in_git[:4] == b"\x7fELF"
     assert str(release.tarball) in release.stdout
 
@@ -189,10 +192,12 @@ def assert_installed_and_working(release, collections, tmp_path, sample):
     manifest = json.loads((installed / "MANIFEST.json").read_text())
     assert manifest["collection_info"]["version"] == VERSION
     for name in sidecar_names(release.repo):
-        binary = installed / "plugins" / "modules" / name
-        assert binary.is_file(), f"{name} binary missing"
-        assert stat.S_IMODE(binary.stat().st_mode) == 0o755, f"{name} is not executable"
+        assert (installed / "plugins" / "modules" / name).is_file(), f"{name} module file missing"
         assert (installed / "plugins" / "modules" / f"{name}.yml").is_file()
+    for binary in PROGRAMS:
+        path = installed / "bin" / binary
+        assert path.is_file(), f"{binary} missing"
+        assert stat.S_IMODE(path.stat().st_mode) == 0o755, f"{binary} is not executable"
     assert not (installed / "modules").exists(), "Rust sources must not be installed"
 
     ansible = Ansible(tmp_path)
@@ -250,7 +255,7 @@ def test_install_from_git_tag(release, tmp_path, sample):
 
 
 def test_install_from_a_branch_without_binaries_has_none(release, tmp_path):
-    """Why the tag exists: main itself carries only sidecars, so a branch install has no runnable modules."""
+    """Why the tag exists: main itself carries no binaries, so a branch install has no runnable modules."""
     project = tmp_path / "project"
     project.mkdir()
     ansible = Ansible(tmp_path)
@@ -270,8 +275,23 @@ def test_install_from_a_branch_without_binaries_has_none(release, tmp_path):
         timeout=300,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    modules = tmp_path / "collections" / "ansible_collections" / "ferro" / "talos" / "plugins" / "modules"
-    assert sorted(p.name for p in modules.iterdir() if p.suffix != ".yml") == []
+    installed = tmp_path / "collections" / "ansible_collections" / "ferro" / "talos"
+    assert not (installed / "bin").exists()
+    # A module then says what is missing and how to get it.
+    ansible.collections = str(tmp_path / "collections")
+    run = ansible.run(
+        """
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: render
+      ferro.talos.talos_config:
+        secrets_file: /nonexistent/secrets.yaml
+"""
+    )
+    assert run.rc != 0
+    msg = run.task("render")["result"]["msg"]
+    assert "has no module program for this controller" in msg and "make build" in msg, msg
 
 
 

@@ -28,7 +28,7 @@ use ferro_talos_client::{Credentials, read_talosconfig, select_context};
 use serde_json::json;
 
 use crate::layout::Node;
-use crate::modules::{Connection, MODULES, ModuleProbes};
+use crate::modules::{Connection, ModuleProbes};
 use crate::normalise::Normaliser;
 use crate::rpcs::RpcProbes;
 use crate::session::Session;
@@ -178,14 +178,14 @@ fn modules_dir(cli: &Cli) -> Result<PathBuf> {
             .and_then(|exe| exe.parent().map(Path::to_path_buf))
             .ok_or_else(|| anyhow!("cannot tell where this program is; pass --modules-dir"))?,
     };
-    for module in MODULES {
-        if !dir.join(module).is_file() {
-            bail!(
-                "module binary {} not found: build the modules (cargo build --release --workspace --bins) \
-                 or pass --modules-dir",
-                dir.join(module).display()
-            );
-        }
+    // Every module is the collection's one program, ferro-talos.
+    let program = dir.join("ferro-talos");
+    if !program.is_file() {
+        bail!(
+            "the modules' program {} was not found: build it (cargo build --release -p ferro-talos) \
+             or pass --modules-dir",
+            program.display()
+        );
     }
     Ok(dir)
 }

@@ -17,18 +17,6 @@ use crate::shape::Shape;
 /// talosctl's default installer repository, used when a node's config names no installer.
 const DEFAULT_INSTALLER_REPOSITORY: &str = "ghcr.io/siderolabs/installer";
 
-/// The module binaries this tool runs (all but talos_config, which talks to no node).
-pub const MODULES: &[&str] = &[
-    "talos_info",
-    "talos_apply",
-    "talos_upgrade",
-    "talos_reset",
-    "talos_health",
-    "talos_bootstrap",
-    "talos_kubeconfig",
-    "talos_etcd_snapshot",
-];
-
 /// The options every run shares: how to reach the node.
 pub struct Connection {
     pub talosconfig: PathBuf,
@@ -150,7 +138,9 @@ impl ModuleProbes<'_> {
         if let Value::Object(options) = options {
             args.extend(options);
         }
-        let binary = self.modules_dir.join(module);
+        // The collection's one program runs the module its arguments name, as under Ansible.
+        args.insert("_ansible_module_name".into(), json!(module));
+        let binary = self.modules_dir.join("ferro-talos");
         match check_mode::run(&binary, &CheckModeArgs::new(args), self.workdir) {
             Ok(run) => self.record(&probe, &node.label, &run.result, run.ms),
             Err(why) => Record::not_run(probe, &node.label, &why, self.normaliser),
