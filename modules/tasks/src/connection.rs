@@ -5,7 +5,7 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use ferro_ansible_protocol::{Context, ModuleError, Opt, Params, Spec};
+use ferro_ansible_protocol::{Context, ModuleError, Opt, Params, Spec, Type};
 use ferro_talos_client::{
     ClientError, ConnectOptions, Credentials, ErrorKind, NodeMode, TalosClient, probe,
     read_talosconfig, select_context,
@@ -20,8 +20,21 @@ const DERIVED_CERT_VALIDITY: Duration = Duration::from_secs(3600);
 /// Adds the connection options (documented in `plugins/doc_fragments/connection.py` and each
 /// module's sidecar) to a module's spec.
 pub fn with_connection_options(spec: Spec) -> Spec {
-    spec.option(Opt::str("node").required())
-        .option(Opt::str("endpoint"))
+    shared_connection_options(spec.option(Opt::str("node").required()))
+}
+
+/// The connection options of a module that reads one node or many at once: `node`, or `nodes`.
+pub fn with_connection_options_for_nodes(spec: Spec) -> Spec {
+    shared_connection_options(
+        spec.option(Opt::str("node"))
+            .option(Opt::list("nodes").elements(Type::Str))
+            .mutually_exclusive(&["node", "nodes"])
+            .required_one_of(&["node", "nodes"]),
+    )
+}
+
+fn shared_connection_options(spec: Spec) -> Spec {
+    spec.option(Opt::str("endpoint"))
         .option(Opt::path("talosconfig"))
         .option(Opt::str("context"))
         .option(Opt::path("secrets_file"))
@@ -70,11 +83,16 @@ pub struct Target {
 
 impl Target {
     pub fn from_params(p: &Params) -> Result<Target, ModuleError> {
-        let node = p.str("node").unwrap_or_default().trim().to_string();
+        Target::for_node(p, p.str("node").unwrap_or_default(), "node")
+    }
+
+    /// The target for `node` (named `option` in messages), with the task's `endpoint`.
+    pub fn for_node(p: &Params, node: &str, option: &str) -> Result<Target, ModuleError> {
+        let node = node.trim().to_string();
         if node.is_empty() {
-            return Err(ModuleError::new(
-                "node must be the address of a Talos node, got an empty string",
-            ));
+            return Err(ModuleError::new(format!(
+                "{option} must be the address of a Talos node, got an empty string"
+            )));
         }
         let endpoint = p
             .str("endpoint")

@@ -1,57 +1,43 @@
-//! `talos_info`: read-only facts about one node.
+//! `talos_info`: read-only facts about one node, or about many at once.
+//!
+//! With `nodes`, every node is read concurrently in this one process (a role's check run asks about
+//! a whole cluster without a module process per node); a node that does not answer is reported
+//! beside the others rather than failing the task, so the caller decides what that means.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Params, Spec};
-use ferro_talos_client::{ConnectOptions, NodeMode, TalosClient, probe};
+use ferro_talos_client::{ClientError, ConnectOptions, Credentials, NodeMode, TalosClient, probe};
 use serde_json::{Value, json};
 
-use crate::connection::{self, Target, client_error, with_connection_options};
+use crate::connection::{
+    self, CredentialSource, Target, client_error, with_connection_options_for_nodes,
+};
 use crate::sha256_hex;
 
+/// How many nodes are read at the same time: enough for a large homelab in one round, few enough
+/// that a slow network is not flooded with handshakes.
+const CONCURRENT_READS: usize = 32;
+
 pub fn spec() -> Spec {
-    with_connection_options(Spec::new())
+    with_connection_options_for_nodes(Spec::new())
 }
 
 pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
-    let target = Target::from_params(p)?;
     let opts = connection::connect_options(p, Duration::from_secs(30))?;
     let creds = connection::credentials(ctx, p)?;
-    let facts = connection::block_on(async {
-        match creds {
-            Some((creds, source)) => {
-                // A configured node answers mutual TLS; one in maintenance mode does not
-                // know the cluster's CA yet, so a failed handshake is checked with a probe.
-                match connection::connect(&target, &creds, opts.clone()).await {
-                    Ok(client) => match configured_facts(&client, &target).await {
-                        Ok(mut f) => {
-                            f["credentials"] = json!(source.describe());
-                            Ok(f)
-                        }
-                        Err(e) => maintenance_or(e, &target, &opts).await,
-                    },
-                    Err(e) => maintenance_or(e, &target, &opts).await,
-                }
-            }
-            None => match probe(target.maintenance_address(), &opts).await {
-                Ok(NodeMode::Maintenance) => maintenance_facts(&target, &opts).await,
-                Ok(NodeMode::Configured) => Err(ferro_talos_client::ClientError::new(
-                    &target.node,
-                    "read node facts",
-                    ferro_talos_client::ErrorKind::Credentials,
-                    "the node is configured and needs client credentials: set talosconfig, secrets_file or secrets",
-                )),
-                Ok(NodeMode::Unreachable) => Err(ferro_talos_client::ClientError::new(
-                    &target.node,
-                    "read node facts",
-                    ferro_talos_client::ErrorKind::Unreachable,
-                    "nothing answered",
-                )),
-                Err(e) => Err(e),
-            },
-        }
-    })?
-    .map_err(|e| client_error(ctx, e))?;
+    if let Some(nodes) = p.str_list("nodes") {
+        let targets = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| Target::for_node(p, n, &format!("nodes[{i}]")))
+            .collect::<Result<Vec<_>, _>>()?;
+        return run_many(targets, creds, opts);
+    }
+    let target = Target::from_params(p)?;
+    let facts = connection::block_on(read(&target, creds.as_ref(), &opts))?
+        .map_err(|e| client_error(ctx, e))?;
     let msg = format!(
         "{} is {} and runs Talos {}",
         target.node,
@@ -59,6 +45,100 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
         facts["version"]["tag"].as_str().unwrap_or("?")
     );
     Ok(ModuleResult::unchanged().msg(msg).with("talos", facts))
+}
+
+/// Every node read concurrently: `nodes` holds each one's facts, or its `error`, in the order given.
+fn run_many(
+    targets: Vec<Target>,
+    creds: Option<(Credentials, CredentialSource)>,
+    opts: ConnectOptions,
+) -> Result<ModuleResult, ModuleError> {
+    let count = targets.len();
+    let answers = connection::block_on(async move {
+        let limit = Arc::new(tokio::sync::Semaphore::new(CONCURRENT_READS));
+        let creds = Arc::new(creds);
+        let mut reads = tokio::task::JoinSet::new();
+        for (i, target) in targets.into_iter().enumerate() {
+            let (limit, creds, opts) = (limit.clone(), creds.clone(), opts.clone());
+            reads.spawn(async move {
+                let _turn = limit.acquire_owned().await;
+                let answer = read(&target, creds.as_ref().as_ref(), &opts).await;
+                (i, target.node, answer)
+            });
+        }
+        let mut answers = Vec::with_capacity(count);
+        while let Some(done) = reads.join_next().await {
+            if let Ok(answer) = done {
+                answers.push(answer);
+            }
+        }
+        answers.sort_by_key(|(i, _, _)| *i);
+        answers
+    })?;
+    let mut unanswered = Vec::new();
+    let nodes: Vec<Value> = answers
+        .into_iter()
+        .map(|(_, node, answer)| match answer {
+            Ok(facts) => facts,
+            Err(e) => {
+                unanswered.push(node.clone());
+                json!({"node": node, "error": e.to_string(), "grpc_code": e.grpc_code})
+            }
+        })
+        .collect();
+    let msg = if unanswered.is_empty() {
+        format!("read {count} nodes")
+    } else {
+        format!(
+            "read {count} nodes; {} did not answer: {}",
+            unanswered.len(),
+            unanswered.join(", ")
+        )
+    };
+    Ok(ModuleResult::unchanged()
+        .msg(msg)
+        .with("nodes", nodes)
+        .with("unanswered", unanswered))
+}
+
+/// One node's facts, whether it is configured or in maintenance mode.
+async fn read(
+    target: &Target,
+    creds: Option<&(Credentials, CredentialSource)>,
+    opts: &ConnectOptions,
+) -> Result<Value, ClientError> {
+    match creds {
+        Some((creds, source)) => {
+            // A configured node answers mutual TLS; one in maintenance mode does not
+            // know the cluster's CA yet, so a failed handshake is checked with a probe.
+            match connection::connect(target, creds, opts.clone()).await {
+                Ok(client) => match configured_facts(&client, target).await {
+                    Ok(mut f) => {
+                        f["credentials"] = json!(source.describe());
+                        Ok(f)
+                    }
+                    Err(e) => maintenance_or(e, target, opts).await,
+                },
+                Err(e) => maintenance_or(e, target, opts).await,
+            }
+        }
+        None => match probe(target.maintenance_address(), opts).await {
+            Ok(NodeMode::Maintenance) => maintenance_facts(target, opts).await,
+            Ok(NodeMode::Configured) => Err(ClientError::new(
+                &target.node,
+                "read node facts",
+                ferro_talos_client::ErrorKind::Credentials,
+                "the node is configured and needs client credentials: set talosconfig, secrets_file or secrets",
+            )),
+            Ok(NodeMode::Unreachable) => Err(ClientError::new(
+                &target.node,
+                "read node facts",
+                ferro_talos_client::ErrorKind::Unreachable,
+                "nothing answered",
+            )),
+            Err(e) => Err(e),
+        },
+    }
 }
 
 /// When mutual TLS fails, the node may simply be in maintenance mode: report that instead.
