@@ -1438,7 +1438,7 @@ pub(crate) const D_RUNTIME_ETCFILECONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Str, Omit(Empty::Text)),
     F("kind", Str, Write(Zero::Text)),
     F("name", Str, Write(Zero::Text)),
-    F("mode", Str, Write(Zero::Text)),
+    F("mode", Octal, Write(Zero::Number)),
     F("contents", Str, Write(Zero::Text)),
 ];
 

@@ -842,8 +842,8 @@ impl Render<'_> {
     }
 }
 
-/// Go's `%q` for the plain strings used in disk selectors.
-fn go_quote(s: &str) -> String {
+/// Go's `%q` for the plain strings used in disk selectors (also cel-go's string literals).
+pub(crate) fn go_quote(s: &str) -> String {
     let mut out = String::from("\"");
     for c in s.chars() {
         match c {

@@ -5,6 +5,8 @@
 //! and compares configs with secrets masked. Pure data in, data out: no I/O, no network.
 
 pub mod contract;
+pub mod convert_114;
+pub mod deprecations;
 pub mod diff;
 pub mod document;
 pub mod encode;

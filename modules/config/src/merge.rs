@@ -79,6 +79,9 @@ const MULTIDOC_MAP_FIELDS: &[&str] = &[
     "variables",
     "sysctls",
     "sysfs",
+    // SysctlConfig/SysfsConfig.params and KubeExternalManifestConfig.headers (map[string]string).
+    "params",
+    "headers",
 ];
 
 /// Subtrees decoded by Talos as untyped (`map[string]any`) data.

@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use crate::diff::doc_label;
 use crate::document::{DocId, MachineConfig};
+use crate::normalize::{Rules, normalize_document};
 
 /// What the config will run on (`talosctl validate --mode`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,6 +58,7 @@ pub fn check(cfg: &MachineConfig, mode: Mode) -> Findings {
         }
     }
     check_documents(cfg, &mut f);
+    check_control_plane_only(cfg, &mut f);
     match cfg.v1alpha1() {
         Some(v1) => check_v1alpha1(cfg, v1, mode, &mut f),
         None => f
@@ -152,7 +154,7 @@ fn check_v1alpha1(cfg: &MachineConfig, v1: &Value, mode: Mode, f: &mut Findings)
         Some(cluster) => check_cluster(cfg, cluster, control_plane, f),
         None => f.errors.push("cluster instructions are required".into()),
     }
-    check_conflicts(cfg, machine, f);
+    check_conflicts(cfg, v1, f);
 }
 
 fn check_install(cfg: &MachineConfig, machine: &Value, mode: Mode, f: &mut Findings) {
@@ -684,51 +686,443 @@ fn check_documents(cfg: &MachineConfig, f: &mut Findings) {
     }
 }
 
-/// Conflicts between multi-doc documents and legacy v1alpha1 fields (§5.2, §6.5).
-fn check_conflicts(cfg: &MachineConfig, machine: &Value, f: &mut Findings) {
-    let has = |kind: &str| find_doc(cfg, kind).is_some();
-    if has("HostnameConfig") {
-        if non_empty(machine, "/network/hostname") {
-            f.errors
-                .push("static hostname is already set in v1alpha1 config".into());
-        }
-        if machine.pointer("/features/stableHostname") == Some(&Value::Bool(true)) {
-            f.errors
-                .push("stable hostname is already set in v1alpha1 config".into());
-        }
-    }
-    if has("ResolverConfig") {
-        for k in ["nameservers", "searchDomains", "disableSearchDomain"] {
-            if non_empty(machine, &format!("/network/{k}")) {
-                f.errors.push(format!(
-                    ".machine.network.{k} is already set in v1alpha1 config"
-                ));
+/// What in the v1alpha1 document makes a multi-doc document's conflict check fail.
+enum Trigger {
+    /// The field is set: a non-nil pointer, or a non-empty string, list or map (after
+    /// normalisation, which drops what go-yaml would not write).
+    Set(&'static str),
+    /// The boolean field is `true`.
+    True(&'static str),
+    /// The list holds at least one IP address (`Resolvers()` skips entries that do not parse).
+    AnyIp(&'static str),
+}
+
+/// Each document kind's `V1Alpha1ConflictValidate` (pkg/machinery/config/types/*/*.go at
+/// v1.14.0-rc.1): its triggers in the order upstream checks them, with upstream's texts (typos
+/// included: `.machine.cluster.network`, `.machine.controlplane`). Upstream returns the first
+/// error only, and runs the check once per document of the kind (container/validate.go).
+const CONFLICTS: &[(&str, &[(Trigger, &str)])] = &[
+    // network/hostname.go
+    (
+        "HostnameConfig",
+        &[
+            (
+                Trigger::Set("/machine/network/hostname"),
+                "static hostname is already set in v1alpha1 config",
+            ),
+            (
+                Trigger::True("/machine/features/stableHostname"),
+                "stable hostname is already set in v1alpha1 config",
+            ),
+        ],
+    ),
+    // network/resolver.go (its hostDNS check needs the document: see `check_conflicts`)
+    (
+        "ResolverConfig",
+        &[
+            (
+                Trigger::Set("/machine/network/searchDomains"),
+                ".machine.network.searchDomains is already set in v1alpha1 config",
+            ),
+            (
+                Trigger::AnyIp("/machine/network/nameservers"),
+                ".machine.network.nameservers is already set in v1alpha1 config",
+            ),
+            (
+                Trigger::True("/machine/network/disableSearchDomain"),
+                ".machine.network.disableSearchDomain is already set in v1alpha1 config",
+            ),
+        ],
+    ),
+    // network/kubespan.go
+    (
+        "KubeSpanConfig",
+        &[(
+            Trigger::Set("/machine/network/kubespan"),
+            "kubespan is already configured in v1alpha1 machine.network.kubespan",
+        )],
+    ),
+    // network/time_sync.go: only when `.machine.time` is set, which these paths imply.
+    (
+        "TimeSyncConfig",
+        &[
+            (
+                Trigger::True("/machine/time/disabled"),
+                "time sync cannot be disabled in both v1alpha1 and new-style configuration",
+            ),
+            (
+                Trigger::Set("/machine/time/servers"),
+                "time servers cannot be specified in both v1alpha1 and new-style configuration",
+            ),
+            (
+                Trigger::Set("/machine/time/bootTimeout"),
+                "boot timeout cannot be specified in both v1alpha1 and new-style configuration",
+            ),
+        ],
+    ),
+    // k8s/node.go
+    (
+        "KubeNodeConfig",
+        &[
+            (
+                Trigger::Set("/cluster/allowSchedulingOnControlPlanes"),
+                ".cluster.allowSchedulingOnControlPlanes is already set in v1alpha1 config",
+            ),
+            (
+                Trigger::Set("/cluster/allowSchedulingOnMasters"),
+                ".cluster.allowSchedulingOnMasters is already set in v1alpha1 config",
+            ),
+            (
+                Trigger::Set("/machine/kubelet/skipNodeRegistration"),
+                ".machine.kubelet.skipNodeRegistration is already set in v1alpha1 config",
+            ),
+            (
+                Trigger::Set("/machine/kubelet/registerWithFQDN"),
+                ".machine.kubelet.registerWithFQDN is already set in v1alpha1 config",
+            ),
+            (
+                Trigger::Set("/machine/kubelet/nodeIP"),
+                ".machine.kubelet.nodeIP is already set in v1alpha1 config",
+            ),
+            (
+                Trigger::Set("/machine/nodeLabels"),
+                ".machine.nodeLabels is already set in v1alpha1 config",
+            ),
+            (
+                Trigger::Set("/machine/nodeAnnotations"),
+                ".machine.nodeAnnotations is already set in v1alpha1 config",
+            ),
+            (
+                Trigger::Set("/machine/nodeTaints"),
+                ".machine.nodeTaints is already set in v1alpha1 config",
+            ),
+        ],
+    ),
+    // k8s/kubelet.go
+    (
+        "KubeletConfig",
+        &[(
+            Trigger::Set("/machine/kubelet"),
+            "kubelet config is already set in v1alpha1 config (.machine.kubelet)",
+        )],
+    ),
+    // k8s/credential_provider.go
+    (
+        "KubeCredentialProviderConfig",
+        &[(
+            Trigger::Set("/machine/kubelet"),
+            "cannot use KubeCredentialProviderConfig with legacy kubelet configuration (.machine.kubelet)",
+        )],
+    ),
+    // k8s/cluster.go
+    (
+        "KubeClusterConfig",
+        &[
+            (
+                Trigger::Set("/cluster/clusterName"),
+                "cluster name is already set in the v1alpha1 config (.cluster.clusterName). Please remove it and use only the new KubeClusterConfig document to avoid conflicts",
+            ),
+            (
+                Trigger::Set("/cluster/controlPlane/endpoint"),
+                "cluster endpoint is already set in the v1alpha1 config (.cluster.controlPlane.endpoint). Please remove it and use only the new KubeClusterConfig document to avoid conflicts",
+            ),
+        ],
+    ),
+    // k8s/network.go
+    (
+        "KubeNetworkConfig",
+        &[(
+            Trigger::Set("/cluster/network"),
+            "cluster network config is already set in the v1alpha1 config (.machine.cluster.network). Please remove it and use only the new KubeNetworkConfig document to avoid conflicts",
+        )],
+    ),
+    // k8s/flannel.go
+    (
+        "KubeFlannelCNIConfig",
+        &[(
+            Trigger::Set("/cluster/network"),
+            "cluster network config in v1alpha1 config (.machine.cluster.network) can't be used with KubeFlannelCNIConfig document, please remove it to avoid conflicts",
+        )],
+    ),
+    // k8s/apiserver.go
+    (
+        "KubeAPIServerConfig",
+        &[
+            (
+                Trigger::Set("/cluster/apiServer"),
+                "kube-apiserver config is already set in v1alpha1 config (.cluster.apiServer)",
+            ),
+            (
+                Trigger::Set("/cluster/controlPlane/localAPIServerPort"),
+                "kube-apiserver API port is already set in v1alpha1 config (.cluster.controlPlane.localAPIServerPort)",
+            ),
+        ],
+    ),
+    // k8s/admission_control.go
+    (
+        "KubeAdmissionControlConfig",
+        &[(
+            Trigger::Set("/cluster/apiServer/admissionControl"),
+            "admission control plugin config is already set in v1alpha1 config",
+        )],
+    ),
+    // k8s/authorization.go checks the admission plugins, not the authorizers (upstream's quirk).
+    (
+        "KubeAuthorizerConfig",
+        &[(
+            Trigger::Set("/cluster/apiServer/admissionControl"),
+            "admission control plugin config is already set in v1alpha1 config",
+        )],
+    ),
+    // k8s/audit_policy.go
+    (
+        "KubeAuditPolicyConfig",
+        &[(
+            Trigger::Set("/cluster/apiServer/auditPolicy"),
+            "audit policy config is already set in v1alpha1 config",
+        )],
+    ),
+    // k8s/controller_manager.go
+    (
+        "KubeControllerManagerConfig",
+        &[
+            (
+                Trigger::Set("/cluster/controllerManager"),
+                "kube-controller-manager config is already set in v1alpha1 config (.cluster.controllerManager)",
+            ),
+            (
+                Trigger::Set("/machine/controlPlane/controllerManager"),
+                "kube-controller-manager config is already set in v1alpha1 config (.machine.controlplane.controllerManager)",
+            ),
+        ],
+    ),
+    // k8s/scheduler.go
+    (
+        "KubeSchedulerConfig",
+        &[
+            (
+                Trigger::Set("/cluster/scheduler"),
+                "kube-scheduler config is already set in v1alpha1 config (.cluster.scheduler)",
+            ),
+            (
+                Trigger::Set("/machine/controlPlane/scheduler"),
+                "kube-scheduler config is already set in v1alpha1 config (.machine.controlplane.scheduler)",
+            ),
+        ],
+    ),
+    // k8s/proxy.go
+    (
+        "KubeProxyConfig",
+        &[(
+            Trigger::Set("/cluster/proxy"),
+            "cluster proxy config in v1alpha1 config (.machine.cluster.proxy) can't be used with KubeProxyConfig document, please remove it to avoid conflicts",
+        )],
+    ),
+    // k8s/coredns.go
+    (
+        "KubeCoreDNSConfig",
+        &[(
+            Trigger::Set("/cluster/coreDNS"),
+            "CoreDNS config is already set in v1alpha1 config (.cluster.coreDNS)",
+        )],
+    ),
+    // k8s/apiserver_ca.go: `.cluster.ca` only, not `.cluster.acceptedCAs`.
+    (
+        "KubeAPIServerCAConfig",
+        &[(
+            Trigger::Set("/cluster/ca"),
+            "kube-apiserver CA is already set in v1alpha1 config (.cluster.ca)",
+        )],
+    ),
+    // k8s/aggregator_ca.go
+    (
+        "KubeAggregatorCAConfig",
+        &[(
+            Trigger::Set("/cluster/aggregatorCA"),
+            "kube-apiserver aggregator CA is already set in v1alpha1 config (.cluster.aggregatorCA), please remove it and use the new KubeAggregatorCAConfig document instead",
+        )],
+    ),
+    // k8s/service_account.go
+    (
+        "KubeServiceAccountConfig",
+        &[(
+            Trigger::Set("/cluster/serviceAccount"),
+            "service account is already set in v1alpha1 config (.cluster.serviceAccount)",
+        )],
+    ),
+    // k8s/etcd_encryption.go
+    (
+        "KubeEtcdEncryptionConfig",
+        &[
+            (
+                Trigger::Set("/cluster/secretboxEncryptionSecret"),
+                "etcd encryption config is already set in v1alpha1 config",
+            ),
+            (
+                Trigger::Set("/cluster/aescbcEncryptionSecret"),
+                "etcd encryption config is already set in v1alpha1 config",
+            ),
+        ],
+    ),
+    // k8s/kubeprism.go
+    (
+        "KubePrismConfig",
+        &[(
+            Trigger::Set("/machine/features/kubePrism"),
+            "KubePrism config in v1alpha1 config (.machine.features.kubePrism) can't be used with KubePrismConfig document, please remove it to avoid conflicts",
+        )],
+    ),
+    // k8s/talos_api_access.go
+    (
+        "KubeTalosAPIAccessConfig",
+        &[(
+            Trigger::Set("/machine/features/kubernetesTalosAPIAccess"),
+            ".machine.features.kubernetesTalosAPIAccess is already set in v1alpha1 config",
+        )],
+    ),
+    // cluster/discovery_service.go: the mere presence of `.cluster.discovery`.
+    (
+        "DiscoveryServiceConfig",
+        &[(
+            Trigger::Set("/cluster/discovery"),
+            "discovery service is already configured in .cluster.discovery of the v1alpha1 config",
+        )],
+    ),
+    // cluster/discovery_identity.go
+    (
+        "DiscoveryIdentityConfig",
+        &[
+            (
+                Trigger::Set("/cluster/id"),
+                "cluster identity is already configured in .cluster.id/.cluster.secret of the v1alpha1 config",
+            ),
+            (
+                Trigger::Set("/cluster/secret"),
+                "cluster identity is already configured in .cluster.id/.cluster.secret of the v1alpha1 config",
+            ),
+        ],
+    ),
+    // cri/image_cache.go
+    (
+        "ImageCacheConfig",
+        &[(
+            Trigger::Set("/machine/features/imageCache"),
+            "image cache config is already set in v1alpha1 config",
+        )],
+    ),
+    // cri/base_runtime_spec.go
+    (
+        "CRIBaseRuntimeSpecConfig",
+        &[(
+            Trigger::Set("/machine/baseRuntimeSpecOverrides"),
+            "base runtime spec overrides are already set in v1alpha1 config",
+        )],
+    ),
+    // runtime/unattended_install.go
+    (
+        "UnattendedInstallConfig",
+        &[(
+            Trigger::Set("/machine/install"),
+            "UnattendedInstallConfig config is incompatible with v1alpha1 config (.machine.install)",
+        )],
+    ),
+];
+
+impl Trigger {
+    fn fires(&self, legacy: &Value) -> bool {
+        match self {
+            Trigger::Set(p) => {
+                non_empty(legacy, p) || legacy.pointer(p).is_some_and(Value::is_object)
             }
+            Trigger::True(p) => legacy.pointer(p) == Some(&Value::Bool(true)),
+            Trigger::AnyIp(p) => legacy
+                .pointer(p)
+                .and_then(Value::as_array)
+                .is_some_and(|l| l.iter().filter_map(Value::as_str).any(is_ip)),
         }
     }
-    if has("KubeSpanConfig") && present(machine, "/network/kubespan") {
-        f.errors
-            .push("kubespan is already set in v1alpha1 config".into());
-    }
-    if has("TimeSyncConfig") && present(machine, "/time") {
-        f.errors
-            .push("time sync is already set in v1alpha1 config".into());
-    }
-    if has("KubeNodeConfig") {
-        for k in ["nodeLabels", "nodeAnnotations", "nodeTaints"] {
-            if non_empty(machine, &format!("/{k}")) {
-                f.errors
-                    .push(format!(".machine.{k} is already set in v1alpha1 config"));
-            }
+}
+
+/// Conflicts between multi-doc documents and legacy v1alpha1 fields (§5.2, §6.5): Talos runs
+/// each document's `V1Alpha1ConflictValidate` whenever a v1alpha1 document exists
+/// (container/validate.go at v1.14.0-rc.1).
+///
+/// The triggers test Go nil-ness after the rendered bytes are decoded, so the v1alpha1 document
+/// is first normalised the way go-yaml writes it: `nodeLabels: {}` is gone (an empty omitempty
+/// map), `kubelet: {}` stays (a non-nil pointer to an empty struct).
+fn check_conflicts(cfg: &MachineConfig, v1: &Value, f: &mut Findings) {
+    let legacy = normalize_document(v1, Rules::V1_14);
+    for doc in &cfg.docs {
+        let id = DocId::of(doc);
+        if id.is_v1alpha1() {
+            continue;
+        }
+        let Some((_, triggers)) = CONFLICTS.iter().find(|(kind, _)| *kind == id.kind) else {
+            continue;
+        };
+        let mut first = triggers
+            .iter()
+            .find(|(trigger, _)| trigger.fires(&legacy))
+            .map(|(_, text)| *text);
+        // network/resolver.go: the hostDNS check runs only when the document sets hostDNS.
+        if first.is_none()
+            && id.kind == "ResolverConfig"
+            && non_empty(doc, "/hostDNS")
+            && legacy
+                .pointer("/machine/features/hostDNS")
+                .is_some_and(|h| !h.is_null())
+        {
+            first = Some(".machine.features.hostDNS is already set in v1alpha1 config");
+        }
+        if let Some(text) = first {
+            f.errors.push(text.to_string());
         }
     }
-    if has("KubeletConfig") && non_empty(machine, "/kubelet") {
-        f.errors
-            .push("kubelet config is already set in v1alpha1 config (.machine.kubelet)".into());
+}
+
+/// Kinds Talos 1.14 allows only on control planes: the document types with a
+/// `ControlplaneOnlyDocument` method (pkg/machinery/config/types/k8s/*.go at v1.14.0-rc.1).
+pub const CONTROL_PLANE_ONLY_KINDS: &[&str] = &[
+    "KubeAPIServerConfig",
+    "KubeAdmissionControlConfig",
+    "KubeAggregatorCAConfig",
+    "KubeAuditPolicyConfig",
+    "KubeAuthenticationConfig",
+    "KubeAuthorizerConfig",
+    "KubeControllerManagerConfig",
+    "KubeCoreDNSConfig",
+    "KubeEtcdEncryptionConfig",
+    "KubeFlannelCNIConfig",
+    "KubeProxyConfig",
+    "KubeSchedulerConfig",
+    "KubeServiceAccountConfig",
+    "KubeTalosAPIAccessConfig",
+];
+
+/// `validateContainer` (container/validate.go at v1.14.0-rc.1): control-plane-only documents on a
+/// machine that is not a control plane, listed sorted and de-duplicated as Go's `%v` prints them.
+fn check_control_plane_only(cfg: &MachineConfig, f: &mut Findings) {
+    let machine_type = cfg
+        .v1alpha1()
+        .map(|v1| s(v1, "/machine/type"))
+        .unwrap_or("");
+    if matches!(machine_type, "controlplane" | "init") {
+        return;
     }
-    if has("UnattendedInstallConfig") && non_empty(machine, "/install") {
-        f.errors
-            .push("install config is already set in v1alpha1 config (.machine.install)".into());
+    let mut kinds: Vec<String> = cfg
+        .docs
+        .iter()
+        .map(DocId::of)
+        .filter(|id| !id.is_v1alpha1() && CONTROL_PLANE_ONLY_KINDS.contains(&id.kind.as_str()))
+        .map(|id| id.kind)
+        .collect();
+    kinds.sort();
+    kinds.dedup();
+    if !kinds.is_empty() {
+        f.errors.push(format!(
+            "the following document kinds are only allowed on control plane machines: [{}]",
+            kinds.join(" ")
+        ));
     }
 }
 
@@ -988,6 +1382,7 @@ mod tests {
                 .contains("invalid value for 'auto': talos-addr")
         );
         assert!(with(h(json!({"auto": "off", "hostname": "n1"}))).is_empty());
+        // Upstream's check returns its first error only (network/hostname.go).
         let mut c = cp();
         c.docs[0]["machine"]["network"] = json!({"hostname": "n1"});
         c.docs[0]["machine"]["features"]["stableHostname"] = json!(true);
@@ -995,6 +1390,11 @@ mod tests {
             &c,
             "static hostname is already set in v1alpha1 config"
         ));
+        assert!(!errors(&c).iter().any(|e| e.starts_with("stable hostname")));
+        c.docs[0]["machine"]
+            .as_object_mut()
+            .unwrap()
+            .shift_remove("network");
         assert!(has_error(
             &c,
             "stable hostname is already set in v1alpha1 config"
@@ -1056,6 +1456,145 @@ mod tests {
             &c,
             ".machine.nodeLabels is already set in v1alpha1 config"
         ));
+    }
+
+    /// Every upstream conflict text, each from its trigger, and only the first of a document's
+    /// (types/*/*.go `V1Alpha1ConflictValidate` at v1.14.0-rc.1 return on the first error).
+    #[test]
+    fn every_conflict_text_comes_from_its_trigger() {
+        let set = |doc: &mut Value, pointer: &str, value: Value| {
+            let keys: Vec<&str> = pointer.trim_start_matches('/').split('/').collect();
+            let mut cur = doc;
+            for k in &keys[..keys.len() - 1] {
+                cur = cur
+                    .as_object_mut()
+                    .unwrap()
+                    .entry(k.to_string())
+                    .or_insert_with(|| json!({}));
+            }
+            cur[keys[keys.len() - 1]] = value;
+        };
+        let sample = |t: &Trigger| match t {
+            Trigger::Set(p) => (*p, json!("x")),
+            Trigger::True(p) => (*p, json!(true)),
+            Trigger::AnyIp(p) => (*p, json!(["not-an-ip", "10.0.0.1"])),
+        };
+        for (kind, triggers) in CONFLICTS {
+            for (i, (_, text)) in triggers.iter().enumerate() {
+                let mut v1 = json!({"machine": {"type": "controlplane"}, "cluster": {}});
+                // This trigger, and every later one of the same document.
+                for (later, _) in &triggers[i..] {
+                    let (p, value) = sample(later);
+                    set(&mut v1, p, value);
+                }
+                let c = MachineConfig {
+                    docs: vec![v1, json!({"apiVersion": "v1alpha1", "kind": kind})],
+                };
+                let e = errors(&c);
+                assert!(
+                    e.contains(&text.to_string()),
+                    "{kind}: no {text:?} in {e:?}"
+                );
+                for (_, other) in &triggers[i + 1..] {
+                    if other != text {
+                        assert!(!e.contains(&other.to_string()), "{kind}: {other:?} too");
+                    }
+                }
+                // Without the document, the legacy field is fine.
+                let alone = MachineConfig {
+                    docs: c.docs[..1].to_vec(),
+                };
+                assert!(
+                    !errors(&alone).contains(&text.to_string()),
+                    "{kind}: {text:?}"
+                );
+            }
+        }
+        // ResolverConfig's hostDNS check needs hostDNS in the document.
+        let v1 = json!({"machine": {"type": "worker", "features": {"hostDNS": {"enabled": true}}}});
+        let resolver = |doc: Value| {
+            errors(&MachineConfig {
+                docs: vec![v1.clone(), doc],
+            })
+            .contains(&".machine.features.hostDNS is already set in v1alpha1 config".to_string())
+        };
+        assert!(resolver(
+            json!({"apiVersion": "v1alpha1", "kind": "ResolverConfig", "hostDNS": {"enabled": true}})
+        ));
+        assert!(!resolver(
+            json!({"apiVersion": "v1alpha1", "kind": "ResolverConfig", "nameservers": [{"address": "1.1.1.1"}]})
+        ));
+    }
+
+    /// The triggers test what go-yaml would write (§4.4 of the research note): an empty map is
+    /// not written, an empty struct behind a pointer is, and `false` is a set pointer.
+    #[test]
+    fn conflicts_follow_go_nil_semantics() {
+        let with = |v1: Value, kind: &str| {
+            errors(&MachineConfig {
+                docs: vec![v1, json!({"apiVersion": "v1alpha1", "kind": kind})],
+            })
+        };
+        let e = with(
+            json!({"machine": {"type": "worker", "nodeLabels": {}}}),
+            "KubeNodeConfig",
+        );
+        assert!(!e.iter().any(|e| e.contains("nodeLabels")), "{e:?}");
+        let e = with(
+            json!({"machine": {"type": "worker", "kubelet": {}}}),
+            "KubeletConfig",
+        );
+        assert!(e.contains(
+            &"kubelet config is already set in v1alpha1 config (.machine.kubelet)".to_string()
+        ));
+        let e = with(
+            json!({"machine": {"type": "controlplane"}, "cluster": {"allowSchedulingOnControlPlanes": false}}),
+            "KubeNodeConfig",
+        );
+        assert!(
+            e.contains(
+                &".cluster.allowSchedulingOnControlPlanes is already set in v1alpha1 config"
+                    .to_string()
+            )
+        );
+        let e = with(
+            json!({"machine": {"type": "worker", "network": {"disableSearchDomain": false}}}),
+            "ResolverConfig",
+        );
+        assert!(
+            !e.iter().any(|e| e.contains("disableSearchDomain")),
+            "{e:?}"
+        );
+        let e = with(
+            json!({"machine": {"type": "worker"}, "cluster": {"controlPlane": {"localAPIServerPort": 0}}}),
+            "KubeAPIServerConfig",
+        );
+        assert!(!e.iter().any(|e| e.contains("API port")), "{e:?}");
+    }
+
+    #[test]
+    fn control_plane_only_documents_on_a_worker() {
+        let mut w = worker();
+        for kind in [
+            "KubeProxyConfig",
+            "KubeAPIServerConfig",
+            "KubeProxyConfig",
+            "KubeNodeConfig",
+        ] {
+            w.docs.push(json!({"apiVersion": "v1alpha1", "kind": kind}));
+        }
+        assert!(has_error(
+            &w,
+            "the following document kinds are only allowed on control plane machines: [KubeAPIServerConfig KubeProxyConfig]"
+        ));
+        let mut c = cp();
+        c.docs
+            .push(json!({"apiVersion": "v1alpha1", "kind": "KubeProxyConfig"}));
+        assert!(
+            !errors(&c)
+                .iter()
+                .any(|e| e.contains("only allowed on control plane"))
+        );
     }
 
     #[test]

@@ -49,6 +49,10 @@ SPECIAL = {
     ("v1alpha1.ClusterInlineManifest", "contents"): "InlineContents",
 }
 
+# File modes that marshal as an octal literal (`0o644`): v1alpha1.FileMode, and 1.14's
+# EtcFileMode (`MarshalYAML` writes `"0o" + octal` tagged `!!int`, types/runtime/etc_file.go).
+OCTAL_MODES = ("v1alpha1.FileMode", "runtime.EtcFileMode")
+
 # siderolabs/crypto's PEM types marshal through MarshalYAML and always write all their keys
 # (x509/x509.go at v0.6.5): `crt` and `key`, or just one of them.
 PEM = {
@@ -128,7 +132,7 @@ def shape(t, owner, key):
         return "Args"
     if t in PEM:
         return f"Struct({const_name(t)})"
-    if t in ("v1alpha1.FileMode",):
+    if t in OCTAL_MODES:
         return "Octal"
     if t == "v1alpha1.DiskSize":
         return "DiskSize"
@@ -192,7 +196,7 @@ def zero_value(t, owner, key):
         return "Text"
     if t == "bool":
         sys.exit(f"gen_fields: {owner}.{key}: an always-written bool; add Zero::False to encode.rs")
-    if t in NUMBERS or t == "v1alpha1.FileMode":
+    if t in NUMBERS or t in OCTAL_MODES:
         return "Number"
     if t in ENUM_ZERO:
         return f'Literal("{ENUM_ZERO[t]}")'
