@@ -526,3 +526,49 @@ def test_a_vault_encrypted_secrets_file_is_decrypted_on_the_controller(ansible, 
     assert run.rc == 0, run.output
     assert dest.exists()
     assert leaks(run.output, secret_forms(sample.secrets.read_text())) == []
+
+
+OLD_SHAPE = {"machine": {"nodeLabels": {"rack": "r1"}, "kubelet": {"extraArgs": {"max-pods": "150"}}},
+             "cluster": {"proxy": {"disabled": True}}}
+
+
+def render_task(sample, dest, talos_version, patches, name="render", **extra):
+    task = {"name": name, "ferro.talos.talos_config": {
+        "secrets_file": str(sample.secrets), "machine_type": "controlplane", "cluster_name": "shape",
+        "cluster_endpoint": "https://10.0.0.1:6443", "talos_version": talos_version, "patches": patches,
+        "dest": str(dest), **extra}}
+    return yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": [task]}])
+
+
+def test_patches_in_the_old_shape_warn_for_1_13_and_convert_for_1_14(ansible, sample, tmp_path):
+    """Talos 1.14 moves .machine.nodeLabels, .machine.kubelet and .cluster.proxy into KubeNodeConfig, KubeletConfig and
+    KubeProxyConfig (hack/release.toml, pkg/machinery/config/types/v1alpha1/v1alpha1_types.go Deprecated: notes at
+    v1.14.0-rc.1), and its conflict checks refuse the old fields beside them (types/k8s/node.go, kubelet.go, proxy.go)."""
+    # 1.13: rendered as written, each field a warning naming where it moves.
+    run = ansible.run(render_task(sample, tmp_path / "v13.yaml", "v1.13", [OLD_SHAPE]))
+    assert run.rc == 0, run.output
+    result = run.task("render")["result"]
+    assert result["contract"] == "v1.13" and result["contract_reason"] == "talos_version is v1.13"
+    moved = {r["path"]: r["to"] for r in result["deprecated_for_1_14"]}
+    assert moved == {".machine.nodeLabels": "KubeNodeConfig.labels",
+                     ".machine.kubelet.extraArgs": "KubeletConfig.extraArgs",
+                     ".cluster.proxy.disabled": "KubeProxyConfig.enabled (inverted)"}, moved
+    assert "for 1.14 it must be written as those documents" in run.output
+    # 1.14: refused, showing the same settings as 1.14 documents; nothing written.
+    dest = tmp_path / "v14.yaml"
+    run = ansible.run(render_task(sample, dest, "v1.14", [OLD_SHAPE]))
+    assert run.rc != 0
+    msg = run.task("render")["result"]["msg"]
+    assert "written for the config shape before Talos 1.14" in msg and "convert_patches: true" in msg, msg
+    shown = msg.split("convert it on every run:\n", 1)[1]
+    assert not dest.exists()
+    # The form the message shows, written by hand, renders the same bytes as the automatic conversion.
+    run = ansible.run(render_task(sample, tmp_path / "by-hand.yaml", "v1.14", [shown]))
+    assert run.rc == 0, run.output
+    run = ansible.run(render_task(sample, dest, "v1.14", [OLD_SHAPE], convert_patches=True))
+    assert run.rc == 0, run.output
+    result = run.task("render")["result"]
+    assert {r["path"] for r in result["converted_patches"]} == set(moved)
+    assert dest.read_text() == (tmp_path / "by-hand.yaml").read_text()
+    text = dest.read_text()
+    assert "kind: KubeNodeConfig" in text and "rack: r1" in text and "nodeLabels" not in text

@@ -110,6 +110,22 @@ impl MachineConfig {
         out
     }
 
+    /// The documents in Talos's key order as they are, without the zero values the encoder would
+    /// add: how a patch reads.
+    pub fn to_patch_yaml(&self) -> String {
+        let mut out = String::new();
+        for (i, doc) in self.docs.iter().enumerate() {
+            if i > 0 {
+                out.push_str("---\n");
+            }
+            let node = to_node(doc, Shape::Struct(document_fields(doc)));
+            let mut w = Writer { out: String::new() };
+            w.root(&node);
+            out.push_str(&w.out);
+        }
+        out
+    }
+
     /// Every document as Talos compares decoded configs (see [`crate::normalize::decoded_document`]).
     pub fn decoded(&self) -> MachineConfig {
         MachineConfig {

@@ -4,6 +4,7 @@
 //! binaries only call these. This crate decides changed/check/diff behaviour and writes files
 //! (atomically, 0600); it never prints: the protocol crate owns stdout.
 
+mod config_shape;
 pub mod connection;
 pub mod files;
 pub mod talos_apply;

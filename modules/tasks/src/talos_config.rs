@@ -16,6 +16,7 @@ use ferro_talos_secrets::{Bundle, TalosConfig};
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 
+use crate::config_shape::{LabelledPatch, OldShape, patches_for_contract};
 use crate::files::{SECRET_MODE, read_file_or_content, read_optional, write_atomic};
 use crate::sha256_hex;
 
@@ -69,6 +70,7 @@ pub fn spec() -> Spec {
         .option(Opt::list("nodes").elements(Type::Str).default(json!([])))
         .option(Opt::int("talosconfig_renew_before").default(30))
         .option(Opt::bool("validate").default(true))
+        .option(Opt::bool("convert_patches").default(false))
         .option(Opt::bool("return_content").default(false))
         .mutually_exclusive(&["secrets_file", "secrets"])
         .mutually_exclusive(&["base_config", "machine_type"])
@@ -83,6 +85,12 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
 
     let contract = Contract::parse(p.str("talos_version").unwrap_or("v1.13"))
         .map_err(|e| option_error("talos_version", e))?;
+    // Which contract, and why: the 1.14 config shape changes what patches may say.
+    let contract_reason = match p.str("talos_version") {
+        Some(v) => format!("talos_version is {v}"),
+        None => "talos_version is not set: the default contract, v1.13".to_string(),
+    };
+    result = result.with("contract_reason", contract_reason);
 
     // Secrets first: everything else is derived from them.
     let (bundle, secrets_generated) = load_secrets(p, contract)?;
@@ -105,7 +113,15 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
     // The machine config.
     let mut rendered: Option<MachineConfig> = None;
     if p.is_set("machine_type") || p.is_set("base_config") {
-        let cfg = render(ctx, p, contract, bundle.as_ref())?;
+        let (cfg, shape_records) = render(ctx, p, contract, bundle.as_ref())?;
+        result = result.with(
+            if contract >= Contract::V1_14 {
+                "converted_patches"
+            } else {
+                "deprecated_for_1_14"
+            },
+            shape_records,
+        );
         for s in redact::secret_values(&cfg) {
             ctx.mask(s);
         }
@@ -235,12 +251,13 @@ fn load_secrets(p: &Params, contract: Contract) -> Result<(Option<Bundle>, bool)
     }
 }
 
+/// The rendered config, and what happened to fields of the old config shape (see `config_shape`).
 fn render(
     ctx: &mut Context,
     p: &Params,
     contract: Contract,
     bundle: Option<&Bundle>,
-) -> Result<MachineConfig, ModuleError> {
+) -> Result<(MachineConfig, Vec<Value>), ModuleError> {
     let mut cfg = if let Some(base) = p.str("base_config") {
         let text = read_file_or_content(base).map_err(|e| option_error("base_config", e))?;
         MachineConfig::parse(&text).map_err(|e| option_error("base_config", e))?
@@ -253,10 +270,34 @@ fn render(
         let opts = generate_options(ctx, p, contract)?;
         MachineConfig::generate(bundle, &opts).map_err(module_error)?
     };
-    let patches = load_patches(p)?;
+    let machine = machine_type_of(p, &cfg)?;
+    let old_shape = if p.bool("convert_patches") {
+        OldShape::Convert
+    } else {
+        OldShape::Refuse
+    };
+    let (patches, records) =
+        patches_for_contract(ctx, load_patches(p)?, contract, machine, old_shape)?;
     cfg.apply_patches(&patches)
         .map_err(|e| ModuleError::new(format!("patches: {e:#}")))?;
-    Ok(cfg)
+    Ok((cfg, records))
+}
+
+/// The machine type patches are converted for: the one rendered, or the base config's.
+fn machine_type_of(p: &Params, cfg: &MachineConfig) -> Result<MachineType, ModuleError> {
+    let name = match p.str("machine_type") {
+        Some(t) => t.to_string(),
+        None => cfg
+            .v1alpha1()
+            .and_then(|d| d.pointer("/machine/type"))
+            .and_then(Value::as_str)
+            .unwrap_or("worker")
+            .to_string(),
+    };
+    Ok(match name.as_str() {
+        "controlplane" | "init" => MachineType::ControlPlane,
+        _ => MachineType::Worker,
+    })
 }
 
 fn generate_options(
@@ -338,7 +379,7 @@ fn generate_options(
 
 /// Patches in order; empty ones are dropped (Talos would turn them into an empty JSON patch that
 /// fails on every multi-document config).
-fn load_patches(p: &Params) -> Result<Vec<Patch>, ModuleError> {
+fn load_patches(p: &Params) -> Result<Vec<LabelledPatch>, ModuleError> {
     let mut out = Vec::new();
     for (i, item) in p.list("patches").unwrap_or_default().iter().enumerate() {
         let label = format!("patches[{i}]");
@@ -363,7 +404,7 @@ fn load_patches(p: &Params) -> Result<Vec<Patch>, ModuleError> {
             }
         };
         match Patch::parse_optional(&text) {
-            Ok(Some(patch)) => out.push(patch),
+            Ok(Some(patch)) => out.push(LabelledPatch { label, patch }),
             Ok(None) => {}
             Err(e) => return Err(ModuleError::new(format!("{label}: {e:#}"))),
         }
