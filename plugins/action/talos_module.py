@@ -41,7 +41,11 @@ from ansible.errors import AnsibleConnectionFailure, AnsibleError
 from ansible.module_utils.common.json import Direction, get_module_encoder
 from ansible.parsing.vault import is_encrypted_file
 from ansible.plugins.action.normal import ActionModule as NormalAction
-from ansible.vars.clean import remove_internal_keys
+
+try:  # ansible-core 2.19 and 2.20: the parsed result is a dict, cleaned by this function
+    from ansible.vars.clean import remove_internal_keys
+except ImportError:  # ansible-core 2.21: the parsed result is a UnifiedTaskResult that cleans itself
+    remove_internal_keys = None
 
 LOCAL_CONNECTIONS = ("local", "ansible.builtin.local", "ansible.legacy.local")
 
@@ -128,9 +132,13 @@ class ActionModule(NormalAction):
 
     def _result(self, res):
         """The module's JSON as Ansible reads any module's output, internal keys removed."""
-        data = self._parse_returned_data(res, PROFILE)
-        remove_internal_keys(data)
-        return data
+        parsed = self._parse_returned_data(res, PROFILE)
+        if remove_internal_keys is None:
+            # As ActionBase._execute_module does in ansible-core 2.21.
+            parsed.remove_internal_keys()
+            return parsed.as_result_dict(for_round_trip=True)
+        remove_internal_keys(parsed)
+        return parsed
 
     def _run_in_place(self, args):
         binary = binary_for(platform_name(platform.system(), platform.machine()))
