@@ -325,7 +325,8 @@ def failures(run):
     for r in run.results:
         if r["status"] not in ("failed", "unreachable"):
             continue
-        items = [i for i in r["result"].get("results", []) if i.get("failed")]
+        statuses = r.get("item_statuses", [])
+        items = [i for i, status in zip(r["result"].get("results", []), statuses) if status == "failed"]
         for source in items or [r["result"]]:
             found.append((r["host"], r["task"], source.get("msg", "")))
     return found

@@ -2,7 +2,9 @@
 -vvv with --diff), then every byte it produced is searched for every secret of the cluster.
 
 Searched: stdout and stderr of every run, the ANSIBLE_LOG_PATH log, every file under TMPDIR,
-ANSIBLE_LOCAL_TEMP and ANSIBLE_REMOTE_TMP (all pointed into the test's directory), everything else in the
+ANSIBLE_LOCAL_TEMP and ANSIBLE_REMOTE_TMP (pointed into the test's directory, TMPDIR into a short one of
+its own under /tmp: ansible-core 2.21 puts a Unix socket under TMPDIR, and a socket path longer than
+107 bytes fails its start), everything else in the
 test's directory (playbooks, inventory, the recorded task results, ANSIBLE_HOME), and every file written
 since the test started under /tmp, /var/tmp, /dev/shm and ~/.ansible. Only the intended destinations may
 hold secrets: the secrets bundle, the talosconfig, the kubeconfig, the config the user asked to render
@@ -13,7 +15,11 @@ kubeconfig issued during the test."""
 import json
 import os
 import pathlib
+import shutil
+import tempfile
 import time
+
+import pytest
 
 import yaml
 
@@ -28,12 +34,12 @@ GLOBAL_DIRS = [pathlib.Path("/tmp"), pathlib.Path("/var/tmp"), pathlib.Path("/de
 class ScannedAnsible(Ansible):
     """ansible-playbook with its log and every temporary directory inside the test's directory."""
 
-    def __init__(self, workdir):
+    def __init__(self, workdir, tmpdir):
         super().__init__(workdir)
         self.log = workdir / "ansible.log"
-        self.temp_dirs = {name: workdir / name for name in ("tmpdir", "local-tmp", "remote-tmp")}
+        self.temp_dirs = {"tmpdir": tmpdir, **{name: workdir / name for name in ("local-tmp", "remote-tmp")}}
         for d in self.temp_dirs.values():
-            d.mkdir()
+            d.mkdir(exist_ok=True)
         self.runs = []
 
     def env(self):
@@ -119,10 +125,17 @@ def read(path):
         return ""
 
 
-def test_no_secret_outside_its_destinations(sim_factory, tmp_path):
+@pytest.fixture
+def short_tmpdir():
+    path = pathlib.Path(tempfile.mkdtemp(prefix="ferro-scan-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_no_secret_outside_its_destinations(sim_factory, tmp_path, short_tmpdir):
     started = time.time() - 1
     sim = sim_factory(control_planes=1, workers=1, version="v1.13.4")
-    ansible = ScannedAnsible(tmp_path)
+    ansible = ScannedAnsible(tmp_path, short_tmpdir)
     cluster = tmp_path / "cluster"
     site = SITE.read_text()
     kubeconfigs = []
@@ -201,9 +214,9 @@ def test_no_secret_outside_its_destinations(sim_factory, tmp_path):
             hits = leaks(text, forms)
             if hits:
                 found[f"run {i} {name}"] = hits
-    scanned = files_under(tmp_path, skip=intended)
+    scanned = files_under(tmp_path, skip=intended) + files_under(short_tmpdir)
     for root in GLOBAL_DIRS:
-        scanned += files_under(root, since=started, skip={tmp_path})
+        scanned += files_under(root, since=started, skip={tmp_path, short_tmpdir})
     for path in scanned:
         hits = leaks(read(path), forms)
         if hits:

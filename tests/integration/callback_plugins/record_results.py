@@ -20,6 +20,24 @@ class CallbackModule(CallbackBase):
     CALLBACK_NAME = "record_results"
     CALLBACK_NEEDS_ENABLED = True
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # The status of each loop item, by host and task, in loop order. ansible-core 2.21 no longer puts
+        # `failed: true` into a failed item's entry of `results`; the item callbacks still say which failed.
+        self._item_statuses = {}
+
+    def _item(self, result, status):
+        self._item_statuses.setdefault((result._host.get_name(), result._task._uuid), []).append(status)
+
+    def v2_runner_item_on_ok(self, result):
+        self._item(result, "ok")
+
+    def v2_runner_item_on_failed(self, result):
+        self._item(result, "failed")
+
+    def v2_runner_item_on_skipped(self, result):
+        self._item(result, "skipped")
+
     def _record(self, result, status):
         path = os.environ.get("FERRO_RECORD_FILE")
         if not path:
@@ -30,6 +48,9 @@ class CallbackModule(CallbackBase):
             "status": status,
             "result": result._result,
         }
+        items = self._item_statuses.pop((result._host.get_name(), result._task._uuid), None)
+        if items is not None:
+            entry["item_statuses"] = items
         with open(path, "a", encoding="utf-8") as f:
             f.write(json.dumps(entry, default=str) + "\n")
 
