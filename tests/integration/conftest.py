@@ -13,6 +13,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 # parity tests need them; everything else uses bundles and configs the project generates itself.
 FIXTURES = pathlib.Path(os.environ.get("FERRO_TALOS_FIXTURES") or ROOT.parent / "shared" / "talos" / "fixtures")
 HERE = pathlib.Path(__file__).resolve().parent
+# The ansible-core the playbooks run with: the project's venv (2.19, the oldest supported), or another
+# one, e.g. tools/test's ansible-core 2.21 smoke run (FERRO_ANSIBLE_BIN=.venv-newest/bin).
+ANSIBLE_BIN = pathlib.Path(os.environ.get("FERRO_ANSIBLE_BIN") or ROOT / ".venv" / "bin")
 # The options every sample config is rendered with: those of upstream's "base" golden configs.
 SAMPLE_RENDER = {
     "cluster_name": "base",
@@ -67,7 +70,7 @@ class Ansible:
     def __init__(self, workdir):
         self.workdir = workdir
         self.collections = _required_env("FERRO_COLLECTIONS_PATH")
-        self.bin = ROOT / ".venv" / "bin"
+        self.bin = ANSIBLE_BIN
         self.counter = 0
 
     def env(self):

@@ -2,7 +2,7 @@
 
 import yaml
 
-from conftest import ROOT
+from conftest import ANSIBLE_BIN, ROOT
 
 
 def role_variables(tmp_path, cluster_name, sim, **extra):
@@ -30,7 +30,7 @@ def site_inventory(sim, path, variables):
         "all": {
             "vars": {
                 "ansible_connection": "local",
-                "ansible_python_interpreter": str(ROOT / ".venv" / "bin" / "python"),
+                "ansible_python_interpreter": str(ANSIBLE_BIN / "python"),
                 **variables,
             },
             "hosts": {"localhost": None},

@@ -11,7 +11,7 @@ import threading
 import pytest
 import yaml
 
-from conftest import ROOT
+from conftest import ANSIBLE_BIN, ROOT
 from sim_cluster import converge, role_variables, site_inventory
 
 # A play over the user's own group names, as someone who named the groups differently writes it.
@@ -31,7 +31,7 @@ def inventory(sim, path, tmp_path, groups):
         "all": {
             "vars": {
                 "ansible_connection": "local",
-                "ansible_python_interpreter": str(ROOT / ".venv" / "bin" / "python"),
+                "ansible_python_interpreter": str(ANSIBLE_BIN / "python"),
                 "talos_cluster_name": "first-hour",
                 "talos_cluster_endpoint": f"https://{sim.nodes[0]['address']}:6443",
                 "talos_cluster_secrets_file": str(tmp_path / "cluster" / "secrets.yaml"),
@@ -223,7 +223,7 @@ def test_a_task_sent_to_a_talos_node_over_ssh_says_to_run_it_on_the_controller(a
     inventory.write_text(
         "[controlplane]\n"
         f"cp1 ansible_host=127.0.0.1 ansible_port={closed_port} ansible_user=nobody "
-        f"ansible_python_interpreter={ROOT / '.venv' / 'bin' / 'python'}\n"
+        f"ansible_python_interpreter={ANSIBLE_BIN / 'python'}\n"
     )
     playbook = """
 - hosts: controlplane

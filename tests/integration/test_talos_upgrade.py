@@ -8,7 +8,7 @@ import time
 import pytest
 import yaml
 
-from conftest import ROOT
+from conftest import ANSIBLE_BIN, ROOT
 from secrets_scan import leaks, secret_forms
 
 GHCR = "ghcr.io/siderolabs/installer"
@@ -67,7 +67,7 @@ def inventory_for(sim, tmp_path, kubernetes="1.36.1"):
         "all": {
             "vars": {
                 "ansible_connection": "local",
-                "ansible_python_interpreter": str(ROOT / ".venv" / "bin" / "python"),
+                "ansible_python_interpreter": str(ANSIBLE_BIN / "python"),
                 "talos_cluster_name": "upgrade",
                 "talos_cluster_endpoint": f"https://{cps[0]['address']}:6443",
                 "talos_kubernetes_version": kubernetes,
