@@ -15,6 +15,7 @@ const FILES: &[&str] = &[
     "cosi/state.proto",
     "resource/config.proto",
     "resource/runtime.proto",
+    "resource/k8s.proto",
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -27,6 +27,7 @@ use ferro_talos_proto::machine::{
     lifecycle_service_install_progress,
 };
 use ferro_talos_proto::resource::config::{MachineConfigSpec, MachineType, MachineTypeSpec};
+use ferro_talos_proto::resource::k8s::NodenameSpec;
 use ferro_talos_proto::resource::runtime::{MachineStage, MachineStatusSpec};
 use hyper_util::rt::TokioIo;
 use prost::Message as _;
@@ -905,6 +906,27 @@ impl TalosClient {
             )
         })?;
         Ok(MachineType::try_from(typed.machine_type).unwrap_or(MachineType::Unknown))
+    }
+
+    /// The name the node's kubelet registers with Kubernetes (COSI `k8s/Nodename`, what talosctl's
+    /// drain reads: upstream `cmd/talosctl/pkg/talos/nodedrain` at v1.13.9); None when the node
+    /// skips Kubernetes registration.
+    pub async fn nodename(&self) -> Result<Option<String>> {
+        let op = "read the Kubernetes node name";
+        let res = self
+            .get_resource("k8s", "Nodenames.kubernetes.talos.dev", "nodename")
+            .await
+            .map_err(|e| e.during(op))?;
+        let spec = res.spec.unwrap_or_default();
+        let typed = NodenameSpec::decode(spec.proto_spec.as_slice()).map_err(|e| {
+            ClientError::new(
+                self.target(),
+                op,
+                ErrorKind::Other,
+                format!("the Nodename spec is not decodable: {e}"),
+            )
+        })?;
+        Ok((!typed.skip_node_registration && !typed.nodename.is_empty()).then_some(typed.nodename))
     }
 
     /// The node's stage and readiness.

@@ -46,6 +46,10 @@ pub mod resource {
     pub mod runtime {
         tonic::include_proto!("talos.resource.definitions.runtime");
     }
+    /// `talos.resource.definitions.k8s` package: NodenameSpec.
+    pub mod k8s {
+        tonic::include_proto!("talos.resource.definitions.k8s");
+    }
 }
 
 #[cfg(test)]
