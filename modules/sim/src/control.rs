@@ -10,6 +10,9 @@
 //!   (kinds: never_return, unreachable, firewalled, etcd_down, slow),
 //! `{"op":"clear_faults","node":0}`, `{"op":"health_fail","text":"..."}` (null clears),
 //! `{"op":"set_version","node":0,"version":"v1.10.3"}`, `{"op":"downtime","ms":1500}`,
+//! `{"op":"kube"}` (the Kubernetes API's nodes, pods and the log of cordons, evictions and
+//! reboots), `{"op":"workload","namespace":"default","name":"web","replicas":2,"min_available":1}`
+//! (a Deployment's pods on the workers, and a PodDisruptionBudget when `min_available` is given),
 //! `{"op":"stop"}` (the simulator exits after replying).
 //! Replies: `{"ok":true,...}` or `{"ok":false,"error":"..."}`.
 
@@ -167,6 +170,26 @@ fn set_fault_kind(faults: &mut Faults, kind: &Value, req: &Value) -> Result<()> 
     Ok(())
 }
 
+/// A Deployment's pods on the workers (and its PodDisruptionBudget with `min_available`).
+pub fn add_workload(
+    shared: &Shared,
+    namespace: &str,
+    name: &str,
+    replicas: u32,
+    min_available: Option<u32>,
+) -> Result<()> {
+    let mut guard = shared.lock();
+    let st = &mut *guard;
+    if st.etcd.is_none() {
+        bail!("the cluster is not bootstrapped: Kubernetes has no workloads yet");
+    }
+    st.kube
+        .add_workload(namespace, name, replicas, min_available, false)
+        .map_err(|e| anyhow!(e))?;
+    st.kube.refresh(&st.nodes, true);
+    Ok(())
+}
+
 fn handle(shared: &Arc<Shared>, line: &str) -> Result<Value> {
     let req: Value = serde_json::from_str(line).context("request is not JSON")?;
     let op = req
@@ -290,6 +313,28 @@ fn handle(shared: &Arc<Shared>, line: &str) -> Result<Value> {
                 .and_then(Value::as_u64)
                 .ok_or_else(|| anyhow!("expected \"ms\""))?;
             shared.lock().reboot_downtime = Duration::from_millis(ms);
+            Ok(json!({"ok": true}))
+        }
+        "kube" => {
+            let mut out = crate::kube::snapshot(shared);
+            out["ok"] = json!(true);
+            Ok(out)
+        }
+        "workload" => {
+            let text = |key: &str| req.get(key).and_then(Value::as_str);
+            let name = text("name").ok_or_else(|| anyhow!("expected \"name\""))?;
+            let replicas = req.get("replicas").and_then(Value::as_u64).unwrap_or(2) as u32;
+            let min_available = req
+                .get("min_available")
+                .and_then(Value::as_u64)
+                .map(|n| n as u32);
+            add_workload(
+                shared,
+                text("namespace").unwrap_or("default"),
+                name,
+                replicas,
+                min_available,
+            )?;
             Ok(json!({"ok": true}))
         }
         other => bail!("unknown op {other:?}"),

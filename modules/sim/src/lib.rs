@@ -37,6 +37,7 @@ pub mod config;
 mod control;
 mod decode;
 mod install;
+mod kube;
 pub mod mcfg;
 pub mod pki;
 mod reset;
@@ -162,6 +163,7 @@ impl Cluster {
         for (i, l) in listeners.into_iter().enumerate() {
             let l = l.map(tokio::net::TcpListener::from_std).transpose()?;
             tasks.push(tokio::spawn(server::run_node(shared.clone(), i, l)));
+            tasks.push(tokio::spawn(kube::run(shared.clone(), i)));
         }
         let control = match control_cfg {
             Some(a) => {
@@ -221,6 +223,23 @@ impl Cluster {
     pub fn maintenance_ca(&self, index: usize) -> Option<String> {
         let st = self.shared.lock();
         st.nodes.get(index)?.tls.as_ref()?.maintenance_ca.clone()
+    }
+
+    /// Adds a Deployment-like workload of `replicas` pods on the workers, with a
+    /// PodDisruptionBudget (`minAvailable`) when `min_available` is given.
+    pub fn add_workload(
+        &self,
+        namespace: &str,
+        name: &str,
+        replicas: u32,
+        min_available: Option<u32>,
+    ) -> Result<()> {
+        control::add_workload(&self.shared, namespace, name, replicas, min_available)
+    }
+
+    /// The Kubernetes API's nodes and pods, and the log of cordons, evictions and reboots.
+    pub fn kube_snapshot(&self) -> serde_json::Value {
+        kube::snapshot(&self.shared)
     }
 
     /// Change a node's faults in place.

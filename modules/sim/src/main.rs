@@ -75,6 +75,26 @@ enum Command {
         #[arg(long, conflicts_with = "kind")]
         clear: bool,
     },
+    /// Print the running simulator's Kubernetes view as JSON: Nodes, pods, and the log of the
+    /// cordons, evictions and reboots its API server saw.
+    Kube {
+        #[arg(long)]
+        state_dir: PathBuf,
+    },
+    /// Add a Deployment-like workload to the running simulator's Kubernetes (its pods go on the
+    /// workers), with a PodDisruptionBudget when --min-available is given.
+    Workload {
+        #[arg(long)]
+        state_dir: PathBuf,
+        #[arg(long)]
+        name: String,
+        #[arg(long, default_value = "default")]
+        namespace: String,
+        #[arg(long, default_value_t = 2)]
+        replicas: u32,
+        #[arg(long)]
+        min_available: Option<u32>,
+    },
 }
 
 /// The flag-only invocation (cluster in memory).
@@ -215,6 +235,25 @@ fn main() {
             delay_ms,
             clear,
         }) => fault(&state_dir, &node, kind.as_deref(), delay_ms, clear),
+        Some(Command::Kube { state_dir }) => running_control(&state_dir, &json!({"op": "kube"}))
+            .map(|mut reply| {
+                if let Some(o) = reply.as_object_mut() {
+                    o.remove("ok");
+                }
+                println!("{reply}");
+            }),
+        Some(Command::Workload {
+            state_dir,
+            name,
+            namespace,
+            replicas,
+            min_available,
+        }) => running_control(
+            &state_dir,
+            &json!({"op": "workload", "name": name, "namespace": namespace,
+                    "replicas": replicas, "min_available": min_available}),
+        )
+        .map(|_| println!("ok")),
     };
     if let Err(e) = result {
         eprintln!("talos-sim: {e:#}");
@@ -554,6 +593,14 @@ fn stop(dir: &Path, timeout: Duration) -> Result<()> {
         dir.display()
     );
     Ok(())
+}
+
+/// One control request to the simulator serving `dir`.
+fn running_control(dir: &Path, req: &Value) -> Result<Value> {
+    if !store::is_running(dir)? {
+        return Err(nothing_runs(dir));
+    }
+    control(dir, req)
 }
 
 fn fault(

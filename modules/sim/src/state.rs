@@ -255,6 +255,8 @@ pub struct State {
     pub reboot_downtime: Duration,
     /// For this long after a node's services start, Bootstrap answers FailedPrecondition.
     pub bootstrap_settle: Duration,
+    /// The Kubernetes objects the cluster's API server keeps (not kept in the state directory).
+    pub kube: crate::kube::KubeState,
     event_counter: u64,
 }
 
@@ -500,6 +502,7 @@ impl Shared {
             health_fail: None,
             reboot_downtime: cfg.reboot_downtime,
             bootstrap_settle: cfg.bootstrap_settle,
+            kube: Default::default(),
             event_counter: 0,
         };
         if let Some(r) = &restored {
@@ -753,6 +756,10 @@ impl Shared {
                 n.stage = Stage::Rebooting;
                 n.generation += 1;
                 let never = n.faults.never_return;
+                let name = crate::kube::node_name(n);
+                if st.kube.nodes.contains_key(&name) {
+                    st.kube.record("node_down", &name, None);
+                }
                 shared.notify(&st, idx);
                 never
             };

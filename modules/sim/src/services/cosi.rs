@@ -7,6 +7,7 @@ use std::time::{Duration, SystemTime};
 use ferro_talos_proto::cosi::resource::state_server::State as CosiState;
 use ferro_talos_proto::cosi::resource::*;
 use ferro_talos_proto::resource::config::{MachineConfigSpec, MachineTypeSpec};
+use ferro_talos_proto::resource::k8s::NodenameSpec;
 use ferro_talos_proto::resource::runtime::{MachineStatusSpec, MachineStatusStatus};
 use prost::Message;
 use tokio::sync::mpsc;
@@ -27,6 +28,9 @@ const MS: (&str, &str) = ("runtime", "MachineStatuses.runtime.talos.dev");
 /// simulator puts a system extension first and the schematic after it, as a factory image with
 /// extensions has them (yaml_spec only, no proto_spec).
 const EXT: (&str, &str) = ("runtime", "ExtensionStatuses.runtime.talos.dev");
+/// The kubelet's node name: the hostname, lower-cased (upstream
+/// `internal/app/machined/pkg/controllers/k8s/nodename.go` at v1.13.9); configured nodes only.
+const NODENAME: (&str, &str) = ("k8s", "Nodenames.kubernetes.talos.dev");
 const NAMESPACES: &[&str] = &[
     "config", "runtime", "network", "k8s", "cluster", "secrets", "meta", "etcd", "v1alpha1",
 ];
@@ -58,7 +62,10 @@ fn check_access(t: &Target, ns: &str, ty: &str) -> Result<(), Status> {
             "namespace {ns:?} is not supported"
         )));
     }
-    if ![MC, MT, MS, EXT].iter().any(|(n, y)| *n == ns && *y == ty) {
+    if ![MC, MT, MS, EXT, NODENAME]
+        .iter()
+        .any(|(n, y)| *n == ns && *y == ty)
+    {
         return Err(Status::permission_denied(format!(
             "resource type {ty:?} is not supported"
         )));
@@ -151,6 +158,25 @@ fn resources(shared: &Shared, idx: usize, ns: &str, ty: &str) -> BTreeMap<String
                 spec: Some(Spec {
                     proto_spec: spec.encode_to_vec(),
                     yaml_spec: yaml,
+                }),
+            },
+        );
+    } else if (ns, ty) == NODENAME && n.active.is_some() {
+        let name = crate::kube::node_name(n);
+        let spec = NodenameSpec {
+            nodename: name.clone(),
+            hostname_version: "1".into(),
+            skip_node_registration: false,
+        };
+        out.insert(
+            "nodename".into(),
+            Resource {
+                metadata: Some(meta(ns, ty, "nodename", n.config_version, n.config_updated)),
+                spec: Some(Spec {
+                    proto_spec: spec.encode_to_vec(),
+                    yaml_spec: format!(
+                        "nodename: {name}\nhostnameVersion: \"1\"\nskipNodeRegistration: false\n"
+                    ),
                 }),
             },
         );

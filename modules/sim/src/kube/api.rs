@@ -1,0 +1,306 @@
+//! The requests the simulated API server answers: a path and a method in, a status code and a
+//! JSON body out. Authentication happened on the TLS connection (the client certificate's
+//! organisations); authorisation is system:masters or nothing, which is what the admin kubeconfig
+//! Talos issues carries.
+
+use serde_json::{Value, json};
+
+use super::model::{ApiError, node_name};
+use super::render;
+use crate::state::Shared;
+
+pub struct Request<'a> {
+    pub method: &'a str,
+    pub path: &'a str,
+    pub query: Option<&'a str>,
+    pub content_type: Option<&'a str>,
+    pub body: &'a [u8],
+    /// The organisations of the client certificate; None without one.
+    pub groups: Option<Vec<String>>,
+    /// The control plane that serves the request.
+    pub serving: usize,
+}
+
+pub struct Response {
+    pub code: u16,
+    pub body: Value,
+}
+
+fn ok(body: Value) -> Response {
+    Response { code: 200, body }
+}
+
+fn err(e: ApiError) -> Response {
+    Response {
+        code: e.code,
+        body: render::status_error(&e),
+    }
+}
+
+fn not_found() -> Response {
+    err(ApiError {
+        code: 404,
+        reason: "NotFound",
+        message: "the server could not find the requested resource".into(),
+        causes: vec![],
+        details_name: None,
+    })
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' if i + 2 < bytes.len() => match u8::from_str_radix(&s[i + 1..i + 3], 16) {
+                Ok(b) => {
+                    out.push(b);
+                    i += 3;
+                    continue;
+                }
+                Err(_) => out.push(b'%'),
+            },
+            b'+' => out.push(b' '),
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn query_param(query: Option<&str>, key: &str) -> Option<String> {
+    query?.split('&').find_map(|pair| {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        (percent_decode(k) == key).then(|| percent_decode(v))
+    })
+}
+
+/// `a=b,c=d` (and `a==b`): the equality selectors clients send; anything else is refused.
+fn selector(text: &str) -> Result<Vec<(String, String)>, ApiError> {
+    text.split(',')
+        .filter(|t| !t.is_empty())
+        .map(|term| {
+            let (k, v) = term
+                .split_once("==")
+                .or_else(|| term.split_once('='))
+                .ok_or_else(|| {
+                    ApiError::bad_request(format!(
+                        "unable to parse requirement: the simulator only supports equality selectors, got {term:?}"
+                    ))
+                })?;
+            Ok((k.trim().to_string(), v.trim().to_string()))
+        })
+        .collect()
+}
+
+fn field<'a>(v: &'a Value, path: &str) -> Option<&'a str> {
+    let pointer = format!("/{}", path.replace('.', "/"));
+    v.pointer(&pointer).and_then(Value::as_str)
+}
+
+fn matches(item: &Value, labels: &[(String, String)], fields: &[(String, String)]) -> bool {
+    labels
+        .iter()
+        .all(|(k, v)| item["metadata"]["labels"].get(k).and_then(Value::as_str) == Some(v))
+        && fields
+            .iter()
+            .all(|(k, v)| field(item, k).unwrap_or("") == v)
+}
+
+fn filtered(items: Vec<Value>, query: Option<&str>) -> Result<Vec<Value>, ApiError> {
+    let labels = selector(&query_param(query, "labelSelector").unwrap_or_default())?;
+    let fields = selector(&query_param(query, "fieldSelector").unwrap_or_default())?;
+    Ok(items
+        .into_iter()
+        .filter(|i| matches(i, &labels, &fields))
+        .collect())
+}
+
+pub fn handle(shared: &Shared, req: &Request<'_>) -> Response {
+    let Some(groups) = &req.groups else {
+        return Response {
+            code: 401,
+            body: render::status_error(&ApiError {
+                code: 401,
+                reason: "Unauthorized",
+                message: "Unauthorized".into(),
+                causes: vec![],
+                details_name: None,
+            }),
+        };
+    };
+    if !groups.iter().any(|g| g == "system:masters") {
+        return err(ApiError {
+            code: 403,
+            reason: "Forbidden",
+            message: format!(
+                "forbidden: User cannot {} resource at path {:?}",
+                req.method.to_lowercase(),
+                req.path
+            ),
+            causes: vec![],
+            details_name: None,
+        });
+    }
+    let segments: Vec<&str> = req.path.trim_matches('/').split('/').collect();
+    let mut guard = shared.lock();
+    let st = &mut *guard;
+    let bootstrapped = st.etcd.is_some();
+    st.kube.refresh(&st.nodes, bootstrapped);
+    let k = &st.kube;
+    let rv = k.resource_version();
+    let result: Result<Response, ApiError> = match (req.method, segments.as_slice()) {
+        ("GET", ["version"]) => Ok(ok(render::version(&st.nodes[req.serving]))),
+        ("GET", ["api"]) => Ok(ok(json!({"kind": "APIVersions", "versions": ["v1"],
+            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0",
+                "serverAddress": format!("{}:6443", st.nodes[req.serving].address)}]}))),
+        ("GET", ["api", "v1", "nodes"]) => {
+            let items = k
+                .nodes
+                .iter()
+                .filter_map(|(name, rec)| {
+                    st.nodes.get(rec.index).map(|n| render::node(name, rec, n))
+                })
+                .collect();
+            filtered(items, req.query).map(|items| ok(render::list("NodeList", "v1", rv, items)))
+        }
+        ("GET", ["api", "v1", "nodes", name]) => k
+            .nodes
+            .get(*name)
+            .and_then(|rec| {
+                st.nodes
+                    .get(rec.index)
+                    .map(|n| ok(render::node(name, rec, n)))
+            })
+            .ok_or_else(|| ApiError::not_found("nodes", name)),
+        ("PATCH", ["api", "v1", "nodes", name]) => {
+            let merge = matches!(
+                req.content_type,
+                Some("application/strategic-merge-patch+json" | "application/merge-patch+json")
+            );
+            if !merge {
+                return err(ApiError {
+                    code: 415,
+                    reason: "UnsupportedMediaType",
+                    message: format!(
+                        "the body of the request was in an unknown format - accepted media types include: application/merge-patch+json, application/strategic-merge-patch+json (the simulator's subset); got {:?}",
+                        req.content_type.unwrap_or("")
+                    ),
+                    causes: vec![],
+                    details_name: None,
+                });
+            }
+            match serde_json::from_slice::<Value>(req.body) {
+                Err(e) => Err(ApiError::bad_request(format!("error decoding patch: {e}"))),
+                Ok(patch) => {
+                    let name = name.to_string();
+                    st.kube.patch_node(&name, &patch).map(|()| {
+                        let rec = &st.kube.nodes[&name];
+                        ok(render::node(&name, rec, &st.nodes[rec.index]))
+                    })
+                }
+            }
+        }
+        ("GET", ["api", "v1", "pods"]) => filtered(render::pods(k, st, None), req.query)
+            .map(|items| ok(render::list("PodList", "v1", rv, items))),
+        ("GET", ["api", "v1", "namespaces", ns, "pods"]) => {
+            filtered(render::pods(k, st, Some(ns)), req.query)
+                .map(|items| ok(render::list("PodList", "v1", rv, items)))
+        }
+        ("GET", ["api", "v1", "namespaces", ns, "pods", name]) => render::pods(k, st, Some(ns))
+            .into_iter()
+            .find(|p| p["metadata"]["name"] == *name)
+            .map(ok)
+            .ok_or_else(|| ApiError::not_found("pods", name)),
+        ("POST", ["api", "v1", "namespaces", ns, "pods", name, "eviction"]) => {
+            let body: Value = serde_json::from_slice(req.body).unwrap_or(Value::Null);
+            let named = body["metadata"]["name"].as_str().unwrap_or("");
+            if named != *name {
+                Err(ApiError::bad_request(format!(
+                    "name in URL does not match name in Eviction object: {name:?} != {named:?}"
+                )))
+            } else {
+                let (ns, name) = (ns.to_string(), name.to_string());
+                st.kube.evict(&ns, &name, &st.nodes).map(|()| Response {
+                    code: 201,
+                    body: render::status_success(201),
+                })
+            }
+        }
+        ("GET", ["apis", "policy", "v1", "poddisruptionbudgets"]) => {
+            let items = k.budgets.iter().map(|b| render::budget(k, b, st)).collect();
+            Ok(ok(render::list(
+                "PodDisruptionBudgetList",
+                "policy/v1",
+                rv,
+                items,
+            )))
+        }
+        (
+            "GET",
+            [
+                "apis",
+                "policy",
+                "v1",
+                "namespaces",
+                ns,
+                "poddisruptionbudgets",
+            ],
+        ) => {
+            let items = k
+                .budgets
+                .iter()
+                .filter(|b| b.namespace == *ns)
+                .map(|b| render::budget(k, b, st))
+                .collect();
+            Ok(ok(render::list(
+                "PodDisruptionBudgetList",
+                "policy/v1",
+                rv,
+                items,
+            )))
+        }
+        (
+            "GET",
+            [
+                "apis",
+                "policy",
+                "v1",
+                "namespaces",
+                ns,
+                "poddisruptionbudgets",
+                name,
+            ],
+        ) => k
+            .budgets
+            .iter()
+            .find(|b| b.namespace == *ns && b.name == *name)
+            .map(|b| ok(render::budget(k, b, st)))
+            .ok_or_else(|| ApiError::not_found("poddisruptionbudgets.policy", name)),
+        (_, _) => Ok(not_found()),
+    };
+    result.unwrap_or_else(err)
+}
+
+/// The control protocol's view: nodes, pods and the log, for tests.
+pub fn snapshot(shared: &Shared) -> Value {
+    let mut guard = shared.lock();
+    let st = &mut *guard;
+    let bootstrapped = st.etcd.is_some();
+    st.kube.refresh(&st.nodes, bootstrapped);
+    let k = &st.kube;
+    let nodes: Vec<Value> = k
+        .nodes
+        .iter()
+        .filter_map(|(name, rec)| {
+            let n = st.nodes.get(rec.index)?;
+            (node_name(n) == *name).then(|| render::node(name, rec, n))
+        })
+        .collect();
+    json!({
+        "nodes": nodes,
+        "pods": render::pods(k, st, None),
+        "log": k.log,
+    })
+}

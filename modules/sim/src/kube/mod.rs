@@ -1,0 +1,12 @@
+//! The Kubernetes API of the simulated cluster: each control plane serves it once etcd is
+//! bootstrapped (`listener.rs`), the requests it answers (`api.rs`), the objects and what the API
+//! server and controllers do with them (`model.rs`), and their JSON (`render.rs`).
+
+mod api;
+mod listener;
+mod model;
+mod render;
+
+pub use api::snapshot;
+pub use listener::run;
+pub use model::{KubeState, node_name};
