@@ -220,6 +220,22 @@ pub fn credentials(
     Ok(Some((creds, CredentialSource::Talosconfig(path))))
 }
 
+/// The endpoints of the talosconfig context the credentials came from (empty for a bundle):
+/// where talosctl sends calls that only a control plane answers.
+pub fn talosconfig_endpoints(p: &Params, source: &CredentialSource) -> Vec<String> {
+    let CredentialSource::Talosconfig(path) = source else {
+        return Vec::new();
+    };
+    read_talosconfig(path)
+        .ok()
+        .and_then(|config| {
+            select_context(&config, p.str("context"))
+                .ok()
+                .map(|(_, c)| c.endpoints.clone())
+        })
+        .unwrap_or_default()
+}
+
 /// Like [`credentials`], but failing with a message that says how to provide them.
 pub fn require_credentials(
     ctx: &mut Context,

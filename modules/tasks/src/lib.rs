@@ -16,6 +16,7 @@ pub mod talos_info;
 pub mod talos_kubeconfig;
 pub mod talos_reset;
 pub mod talos_upgrade;
+mod upgrade_drain;
 
 /// Lower-case hex SHA-256, the form every `*_sha256` result uses.
 pub fn sha256_hex(bytes: &[u8]) -> String {

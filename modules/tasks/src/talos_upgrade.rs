@@ -16,6 +16,9 @@ use semver::Version;
 use serde_json::{Map, Value, json};
 
 use crate::connection::{self, Target, with_connection_options};
+use crate::upgrade_drain::{
+    self, DEFAULT_DRAIN_TIMEOUT_SECS, DrainOptions, KubeCredentials, KubeInputs, NoDrain,
+};
 
 /// talosctl's default installer repository for 1.13.
 pub const DEFAULT_INSTALLER_REPOSITORY: &str = "ghcr.io/siderolabs/installer";
@@ -44,6 +47,9 @@ pub fn spec() -> Spec {
         .option(Opt::bool("wait").default(true))
         .option(Opt::int("timeout").default(DEFAULT_TIMEOUT_SECS))
         .option(Opt::str("kubernetes_version"))
+        .option(Opt::bool("drain").default(true))
+        .option(Opt::int("drain_timeout").default(DEFAULT_DRAIN_TIMEOUT_SECS))
+        .option(Opt::path("kubeconfig"))
         .mutually_exclusive(&["image", "talos_version"])
         .required_one_of(&["image", "talos_version", "kubernetes_version"])
 }
@@ -71,6 +77,7 @@ pub struct Request {
     pub powercycle: bool,
     pub wait: bool,
     pub timeout: Duration,
+    pub drain: DrainOptions,
 }
 
 impl Request {
@@ -116,6 +123,18 @@ impl Request {
             )));
         }
         let wait = p.bool("wait");
+        let drain_timeout = p.int("drain_timeout").unwrap_or(DEFAULT_DRAIN_TIMEOUT_SECS);
+        if !(1..=86400).contains(&drain_timeout) {
+            return Err(ModuleError::new(format!(
+                "drain_timeout must be between 1 and 86400 seconds, got {drain_timeout}"
+            )));
+        }
+        let drain = p.bool("drain");
+        if drain && !wait && os.is_some() {
+            return Err(ModuleError::new(
+                "wait=false cannot be combined with drain=true: the node is uncordoned once it is back and Ready,                  which needs the wait (talosctl turns --wait on for --drain too); set drain: false to upgrade without                  draining and waiting",
+            ));
+        }
         if !wait && os.is_some() && kubernetes.is_some() {
             return Err(ModuleError::new(
                 "wait=false cannot be combined with a Talos target and kubernetes_version: the Kubernetes \
@@ -130,6 +149,10 @@ impl Request {
             powercycle: p.str("reboot_mode") == Some("powercycle"),
             wait,
             timeout: Duration::from_secs(timeout as u64),
+            drain: DrainOptions {
+                enabled: drain,
+                timeout: Duration::from_secs(drain_timeout as u64),
+            },
         })
     }
 }
@@ -514,11 +537,16 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
     report.set("node", target.node.clone());
     report.set("credentials", source.describe());
     let check_mode = ctx.check_mode;
+    let kube = KubeInputs {
+        credentials: kube_credentials(ctx, p, &req)?,
+        talosconfig_endpoints: connection::talosconfig_endpoints(p, &source),
+    };
     let outcome = connection::block_on(upgrade_node(
         &target,
         &creds,
         opts,
         &req,
+        &kube,
         check_mode,
         &mut report,
     ))?;
@@ -533,12 +561,41 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
     Ok(result)
 }
 
+/// The Kubernetes credentials a drain uses: `kubeconfig`, else the secrets bundle.
+fn kube_credentials(
+    ctx: &mut Context,
+    p: &Params,
+    req: &Request,
+) -> Result<KubeCredentials, ModuleError> {
+    if req.os.is_none() || !req.drain.enabled {
+        return Ok(KubeCredentials::Unused);
+    }
+    if let Some(path) = p.path("kubeconfig") {
+        let text = std::fs::read_to_string(&path).map_err(|e| {
+            ModuleError::new(format!(
+                "kubeconfig {}: cannot read it ({e}); write the cluster's admin kubeconfig there (talos_kubeconfig), \
+                 or leave kubeconfig unset to use the secrets bundle",
+                path.display()
+            ))
+        })?;
+        return Ok(KubeCredentials::Kubeconfig { path, text });
+    }
+    Ok(match connection::load_bundle(ctx, p)? {
+        Some(bundle) => KubeCredentials::Bundle {
+            crt: bundle.certs.k8s.crt.clone(),
+            key: bundle.certs.k8s.key.clone(),
+        },
+        None => KubeCredentials::TalosApi,
+    })
+}
+
 /// The whole run against one node; returns the summary message.
 async fn upgrade_node(
     target: &Target,
     creds: &Credentials,
     opts: ConnectOptions,
     req: &Request,
+    kube: &KubeInputs,
     check_mode: bool,
     report: &mut Report,
 ) -> Result<String, ModuleError> {
@@ -653,12 +710,61 @@ async fn upgrade_node(
     if os_plan.is_some() && control_plane {
         etcd_quorum_guard(target, &client, report).await?;
     }
+    let mut drainer = None;
+    if os_plan.is_some() && req.drain.enabled {
+        let endpoint = v1
+            .pointer("/cluster/controlPlane/endpoint")
+            .and_then(Value::as_str);
+        // Without a bundle or kubeconfig Talos issues one, from a control plane: the endpoint
+        // the task goes through, else the node itself, else (a worker) the talosconfig's
+        // endpoint, which is where talosctl asks.
+        let issuer = if target.routed() {
+            Some(target.endpoint.clone())
+        } else if control_plane {
+            None
+        } else {
+            kube.talosconfig_endpoints.first().cloned()
+        };
+        let endpoint_client = match (issuer, &kube.credentials) {
+            (Some(endpoint), KubeCredentials::TalosApi) => {
+                TalosClient::connect(&endpoint, creds, opts.clone())
+                    .await
+                    .map_err(|e| report.client_fail(e))?
+            }
+            _ => client.clone(),
+        };
+        match upgrade_drain::connect(
+            &client,
+            &endpoint_client,
+            &target.node,
+            &kube.credentials,
+            endpoint,
+        )
+        .await
+        .map_err(|m| report.fail(m))?
+        {
+            Ok(d) => drainer = Some(d),
+            Err(NoDrain(why)) => {
+                report.warnings.push(why.clone());
+                report.set("drain", json!({"skipped": why}));
+            }
+        }
+    }
 
     let mut done = Vec::new();
     if check_mode {
         report.changed = os_plan.is_some() || k8s_plan.is_some();
         if let Some((_, _, reason)) = &os_plan {
             done.push(format!("would {reason}"));
+        }
+        if let Some(d) = &drainer {
+            let preview = d.preview(&target.node).await.map_err(|m| report.fail(m))?;
+            let pods = preview["evict"].as_array().map_or(0, Vec::len);
+            done.push(format!(
+                "would drain Node {} ({pods} pods to evict)",
+                d.node_name
+            ));
+            report.set("drain", preview);
         }
         if let Some(plan) = &k8s_plan {
             done.push(format!(
@@ -669,11 +775,45 @@ async fn upgrade_node(
         }
     } else {
         if let Some((os, lifecycle, reason)) = os_plan {
-            let summary = upgrade_os(
+            if let Some(d) = drainer.as_mut() {
+                let (drained, warnings) = d
+                    .cordon_and_drain(&target.node, req.drain.timeout)
+                    .await
+                    .map_err(|m| report.fail(m))?;
+                report.warnings.extend(warnings);
+                report.set("drain", drained);
+            }
+            let upgraded = upgrade_os(
                 target, &client, creds, req, os, &current, lifecycle, deadline, report,
             )
-            .await?;
+            .await;
+            let summary = match (upgraded, drainer.as_mut()) {
+                (Ok(summary), _) => summary,
+                (Err(mut e), Some(d)) => {
+                    e.msg = format!("{}; {}", e.msg, d.uncordon_if_cordoned_here().await);
+                    return Err(e);
+                }
+                (Err(e), None) => return Err(e),
+            };
             done.push(format!("{reason} ({summary})"));
+            if let Some(d) = drainer.as_mut() {
+                let uncordoned = d
+                    .back_and_uncordon(&target.node, deadline)
+                    .await
+                    .map_err(|m| report.fail(m))?;
+                if let Some(drain) = report.fields.get_mut("drain") {
+                    drain["uncordoned"] = json!(uncordoned);
+                }
+                done.push(format!(
+                    "Node {} drained{}",
+                    d.node_name,
+                    if uncordoned {
+                        " and uncordoned"
+                    } else {
+                        ", left cordoned as it was"
+                    }
+                ));
+            }
             if !req.wait {
                 return Ok(format!("{}: {}", target.node, done.join("; ")));
             }

@@ -1,0 +1,22 @@
+//! The Kubernetes side of ferro.talos: kube's request builders and Status type (kube-core, with
+//! k8s-openapi underneath), a kubeconfig reader and a small rustls transport of its own.
+//!
+//! - [`access`]: an admin client from the cluster's secrets bundle (a short-lived certificate
+//!   issued in memory from the Kubernetes CA, so nothing has to be on disk) or from a kubeconfig;
+//! - [`nodes`]: a Node's readiness and kubelet version, cordon and uncordon;
+//! - [`drain`]: which pods a drain evicts and the drain itself, through the Eviction API so that
+//!   PodDisruptionBudgets hold, the way talosctl's drain does;
+//! - [`error`]: what went wrong, in words that name the API server, the node or the pod.
+
+pub mod access;
+pub mod drain;
+pub mod error;
+mod kubeconfig;
+pub mod nodes;
+mod objects;
+mod transport;
+
+pub use access::{Kube, KubeAccess};
+pub use drain::{DrainPlan, DrainReport, PodToEvict, SkippedPod};
+pub use error::{KubeError, KubeErrorKind};
+pub use nodes::NodeState;

@@ -1,0 +1,173 @@
+//! The few fields of Nodes, Pods and PodDisruptionBudgets the drain reads, decoded from the API
+//! server's JSON into small structs of our own. k8s-openapi's full `Pod` and `Node` types would
+//! decode everything (a Pod's spec alone has dozens of nested types) and make the one program
+//! several MiB larger for fields nothing reads (docs/decisions/0007-kubernetes-client.md);
+//! requests are built with kube's own request builders (`transport.rs` sends them).
+
+use std::collections::BTreeMap;
+
+use kube::core::Request;
+use kube::core::params::{GetParams, ListParams, Patch, PatchParams};
+use kube::core::subresource::EvictParams;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+
+use crate::access::Kube;
+use crate::transport::RequestError;
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Meta {
+    pub name: String,
+    pub namespace: String,
+    pub uid: String,
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    pub owner_references: Vec<OwnerRef>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct OwnerRef {
+    pub kind: String,
+    pub name: String,
+    pub controller: Option<bool>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct Condition {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub status: String,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct Node {
+    pub metadata: Meta,
+    pub spec: NodeSpec,
+    pub status: NodeStatus,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct NodeSpec {
+    pub unschedulable: Option<bool>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct NodeStatus {
+    pub conditions: Vec<Condition>,
+    pub node_info: NodeInfo,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct NodeInfo {
+    pub kubelet_version: String,
+    #[serde(rename = "bootID")]
+    pub boot_id: String,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct Pod {
+    pub metadata: Meta,
+    pub status: PodStatus,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct PodStatus {
+    pub phase: String,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct Budget {
+    pub metadata: Meta,
+    pub spec: BudgetSpec,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct BudgetSpec {
+    pub selector: Option<Selector>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Selector {
+    pub match_labels: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct List<T> {
+    pub items: Vec<T>,
+}
+
+pub const NODES: &str = "/api/v1/nodes";
+
+pub fn pods(namespace: Option<&str>) -> String {
+    match namespace {
+        Some(ns) => format!("/api/v1/namespaces/{ns}/pods"),
+        None => "/api/v1/pods".into(),
+    }
+}
+
+pub fn budgets(namespace: &str) -> String {
+    format!("/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets")
+}
+
+fn built(
+    r: Result<http::Request<Vec<u8>>, kube::core::request::Error>,
+) -> Result<http::Request<Vec<u8>>, RequestError> {
+    r.map_err(|e| RequestError::Transport(format!("cannot build the request: {e}")))
+}
+
+impl Kube {
+    pub(crate) async fn get<T: DeserializeOwned>(
+        &self,
+        collection: &str,
+        name: &str,
+    ) -> Result<T, RequestError> {
+        let req = built(Request::new(collection).get(name, &GetParams::default()))?;
+        self.transport.send(req).await
+    }
+
+    pub(crate) async fn list<T: DeserializeOwned>(
+        &self,
+        collection: &str,
+        params: &ListParams,
+    ) -> Result<List<T>, RequestError> {
+        let req = built(Request::new(collection).list(params))?;
+        self.transport.send(req).await
+    }
+
+    pub(crate) async fn patch_strategic(
+        &self,
+        collection: &str,
+        name: &str,
+        patch: serde_json::Value,
+    ) -> Result<(), RequestError> {
+        let req = built(Request::new(collection).patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Strategic(patch),
+        ))?;
+        self.transport
+            .send::<serde_json::Value>(req)
+            .await
+            .map(|_| ())
+    }
+
+    pub(crate) async fn evict_pod(&self, namespace: &str, name: &str) -> Result<(), RequestError> {
+        let req = built(Request::new(pods(Some(namespace))).evict(name, &EvictParams::default()))?;
+        self.transport
+            .send::<serde_json::Value>(req)
+            .await
+            .map(|_| ())
+    }
+}

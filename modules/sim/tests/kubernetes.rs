@@ -1,0 +1,184 @@
+//! The simulated Kubernetes API through the collection's own Kubernetes client (ferro-talos-kube,
+//! kube-rs over rustls): admin access from the secrets bundle, Nodes that follow the Talos side,
+//! cordons, and drains through the Eviction API with PodDisruptionBudgets as the API server
+//! enforces them (kubernetes pkg/registry/core/pod/storage/eviction.go: 429 with a
+//! DisruptionBudget cause "The disruption budget NAME needs N healthy pods and has M currently").
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use ferro_talos_kube::{KubeAccess, KubeErrorKind};
+use ferro_talos_proto::machine::BootstrapRequest;
+
+async fn bootstrapped(control_planes: usize, workers: usize) -> ferro_talos_sim::Cluster {
+    let cluster = start(control_planes, workers).await;
+    for i in 0..control_planes {
+        configure(&cluster, i, &CP).await;
+    }
+    for i in control_planes..control_planes + workers {
+        configure(&cluster, i, &WORKER).await;
+    }
+    let mut m = machine(cluster.endpoint(0).unwrap(), admin()).await;
+    m.bootstrap(BootstrapRequest::default()).await.unwrap();
+    cluster
+}
+
+fn access(cluster: &ferro_talos_sim::Cluster) -> KubeAccess {
+    let k8s = &SAMPLE.bundle.certs.k8s;
+    let endpoint = format!("https://{}:6443", cluster.endpoint(0).unwrap().ip());
+    KubeAccess::from_bundle(&k8s.crt, &k8s.key, &endpoint).unwrap()
+}
+
+async fn connect(cluster: &ferro_talos_sim::Cluster) -> ferro_talos_kube::Kube {
+    let access = access(cluster);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let kube = access.connect().await.unwrap();
+        match kube.node(&node_name(cluster, 0)).await {
+            Ok(n) if n.ready => return kube,
+            _ if Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(100)).await,
+            other => panic!("the Kubernetes API does not answer: {other:?}"),
+        }
+    }
+}
+
+fn node_name(cluster: &ferro_talos_sim::Cluster, i: usize) -> String {
+    cluster.node(i).unwrap().hostname.to_lowercase()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_follow_talos_and_cordons_stick() {
+    let cluster = bootstrapped(1, 1).await;
+    let kube = connect(&cluster).await;
+    let worker = node_name(&cluster, 1);
+    let n = kube
+        .wait_node(&worker, Instant::now() + Duration::from_secs(5), |_| true)
+        .await
+        .unwrap();
+    assert!(n.ready && !n.unschedulable);
+    assert_eq!(n.boot_id, cluster.node(1).unwrap().boot_id);
+    // The sample configs set no kubelet image: Talos's default kubelet for 1.13.9.
+    assert!(
+        n.kubelet_version.starts_with("v1."),
+        "{}",
+        n.kubelet_version
+    );
+
+    kube.set_unschedulable(&worker, true).await.unwrap();
+    assert!(kube.node(&worker).await.unwrap().unschedulable);
+    kube.set_unschedulable(&worker, false).await.unwrap();
+    assert!(!kube.node(&worker).await.unwrap().unschedulable);
+
+    // A reboot: NotReady while down, Ready again with a new boot id.
+    let before = n.boot_id.clone();
+    cluster.reboot(1).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let back = kube
+        .wait_node(&worker, deadline, |n| n.boot_id != before)
+        .await
+        .unwrap();
+    assert!(back.ready);
+
+    let e = kube.node("no-such-node").await.unwrap_err();
+    assert_eq!(e.kind, KubeErrorKind::NotFound, "{e}");
+    let log = cluster.kube_snapshot()["log"].clone();
+    let actions: Vec<&str> = log
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(actions, ["cordon", "uncordon", "node_down"]);
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drain_evicts_what_it_should_and_budgets_hold() {
+    let cluster = bootstrapped(1, 2).await;
+    let kube = connect(&cluster).await;
+    cluster.add_workload("default", "web", 2, Some(1)).unwrap();
+    let snapshot = cluster.kube_snapshot();
+    let web_node = snapshot["pods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["metadata"]["labels"]["app"] == "web")
+        .and_then(|p| p["spec"]["nodeName"].as_str())
+        .unwrap()
+        .to_string();
+    // Let the new pods become Ready, or the budget counts them unhealthy.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+
+    let plan = kube.drain_plan(&web_node).await.unwrap();
+    let skipped: Vec<&str> = plan.skipped.iter().map(|s| s.reason).collect();
+    assert!(
+        skipped.iter().all(|r| r.starts_with("DaemonSet")),
+        "{skipped:?}"
+    );
+    assert!(
+        plan.evict.iter().any(|p| p.namespace == "default"),
+        "{plan:?}"
+    );
+    assert!(plan.evict.iter().all(|p| {
+        p.controller
+            .as_deref()
+            .is_some_and(|c| c.starts_with("ReplicaSet/"))
+    }));
+
+    kube.set_unschedulable(&web_node, true).await.unwrap();
+    let report = kube
+        .drain(&plan, Instant::now() + Duration::from_secs(20))
+        .await
+        .unwrap();
+    assert_eq!(report.evicted.len(), plan.evict.len());
+    // Every evicted pod came back on the other worker, none on the cordoned node.
+    let after = kube.drain_plan(&web_node).await.unwrap();
+    assert!(after.evict.is_empty(), "{after:?}");
+
+    // A budget that allows no disruption: the drain stops at its deadline naming pod and budget.
+    kube.set_unschedulable(&web_node, false).await.unwrap();
+    cluster.add_workload("default", "db", 1, Some(1)).unwrap();
+    let db_node = cluster.kube_snapshot()["pods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["metadata"]["labels"]["app"] == "db")
+        .and_then(|p| p["spec"]["nodeName"].as_str())
+        .unwrap()
+        .to_string();
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let plan = kube.drain_plan(&db_node).await.unwrap();
+    let e = kube
+        .drain(&plan, Instant::now() + Duration::from_secs(3))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind, KubeErrorKind::DrainTimeout);
+    assert!(
+        e.message.contains("PodDisruptionBudget default/db")
+            && e.message
+                .contains("The disruption budget db needs 1 healthy pods and has 1 currently"),
+        "{e}"
+    );
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credentials_of_another_cluster_are_refused() {
+    let cluster = bootstrapped(1, 0).await;
+    let other = ferro_talos_secrets::Bundle::generate((1, 13)).unwrap();
+    let endpoint = format!("https://{}:6443", cluster.endpoint(0).unwrap().ip());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    connect(&cluster).await;
+    let foreign = KubeAccess::from_bundle(&other.certs.k8s.crt, &other.certs.k8s.key, &endpoint)
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let e = foreign.node(&node_name(&cluster, 0)).await.unwrap_err();
+    assert!(Instant::now() < deadline);
+    // The server's certificate is not from the foreign CA: TLS fails before any request.
+    assert_eq!(e.kind, KubeErrorKind::Unreachable, "{e}");
+    cluster.shutdown().await;
+}

@@ -1,0 +1,286 @@
+//! talos_upgrade's Kubernetes side: cordon and drain the node before its OS upgrade, wait until
+//! its Node is Ready on the new boot afterwards, then uncordon it, as `talosctl upgrade` does by
+//! default (`--drain`, `--drain-timeout 5m`; `cmd/talosctl/cmd/talos/upgrade.go` and
+//! `cmd/talosctl/pkg/talos/nodedrain/` at v1.13.9). On the LifecycleService path Talos itself
+//! drains nothing, and on the legacy path its own drain ignores PodDisruptionBudget refusals, so
+//! the module does it for both.
+//!
+//! Where this differs from talosctl, on purpose: a drain that fails uncordons the node again
+//! (talosctl leaves it cordoned) and happens before the installer writes anything (talosctl
+//! installs first), so a refused drain leaves the node exactly as it was; a node that was already
+//! cordoned before the upgrade stays cordoned afterwards (talosctl uncordons it regardless).
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use ferro_talos_client::TalosClient;
+use ferro_talos_kube::{DrainPlan, Kube, KubeAccess, KubeErrorKind};
+use serde_json::{Value, json};
+
+/// talosctl's `--drain-timeout` default (`nodedrain.DefaultDrainTimeout`).
+pub const DEFAULT_DRAIN_TIMEOUT_SECS: i64 = 300;
+
+/// Where the Kubernetes credentials come from.
+pub enum KubeCredentials {
+    /// The bundle's Kubernetes CA (`certs.k8s`, base64 PEM): an admin certificate issued in memory.
+    Bundle { crt: String, key: String },
+    /// A kubeconfig file's text.
+    Kubeconfig { path: PathBuf, text: String },
+    /// Neither was given: the admin kubeconfig Talos issues through its API (the Kubeconfig
+    /// RPC of a control plane), as talosctl's drain gets it.
+    TalosApi,
+    /// No OS upgrade or no drain: nothing is needed.
+    Unused,
+}
+
+/// What the drain needs from the task besides the Talos connection.
+pub struct KubeInputs {
+    pub credentials: KubeCredentials,
+    /// The talosconfig context's endpoints: where a worker's upgrade asks Talos for a kubeconfig.
+    pub talosconfig_endpoints: Vec<String>,
+}
+
+#[derive(Clone, Debug)]
+pub struct DrainOptions {
+    pub enabled: bool,
+    pub timeout: Duration,
+}
+
+/// A node that is drained around its upgrade.
+pub struct Drainer {
+    kube: Kube,
+    pub node_name: String,
+    boot_id: String,
+    already_cordoned: bool,
+    cordoned_here: bool,
+}
+
+/// Nothing to drain, and why (a warning for the result).
+pub struct NoDrain(pub String);
+
+/// Connects to Kubernetes and finds the node's Node object. `Ok(Err(NoDrain))` when there is
+/// nothing to drain (the node does not register with Kubernetes, or has not yet).
+/// `kubeconfig_source` is the Talos connection that issues a kubeconfig when no other
+/// credentials were given: the task's endpoint, which talosctl expects to be a control plane.
+pub async fn connect(
+    talos: &TalosClient,
+    kubeconfig_source: &TalosClient,
+    talos_node: &str,
+    creds: &KubeCredentials,
+    cluster_endpoint: Option<&str>,
+) -> Result<Result<Drainer, NoDrain>, String> {
+    let access = match creds {
+        KubeCredentials::Kubeconfig { path, text } => {
+            KubeAccess::from_kubeconfig(&path.display().to_string(), text)
+        }
+        KubeCredentials::Bundle { crt, key } => {
+            let endpoint = cluster_endpoint.ok_or_else(|| {
+                format!(
+                    "{talos_node}: the node's config has no cluster.controlPlane.endpoint, so the Kubernetes API to drain \
+                     through is unknown; set kubeconfig, or drain: false"
+                )
+            })?;
+            KubeAccess::from_bundle(crt, key, endpoint)
+        }
+        KubeCredentials::TalosApi => {
+            let bytes = kubeconfig_source.kubeconfig().await.map_err(|e| {
+                format!(
+                    "{talos_node}: draining the node needs Kubernetes credentials and Talos did not issue a kubeconfig \
+                     ({e}); give the secrets bundle (secrets or secrets_file) or a kubeconfig, set endpoint to a \
+                     control plane, or set drain: false to upgrade without draining"
+                )
+            })?;
+            let text = String::from_utf8(bytes)
+                .map_err(|_| format!("{talos_node}: the kubeconfig Talos issued is not UTF-8"))?;
+            KubeAccess::from_kubeconfig("issued by the Talos API", &text)
+        }
+        KubeCredentials::Unused => {
+            return Err(format!("{talos_node}: internal error: no Kubernetes credentials were prepared for the drain"));
+        }
+    }
+    .map_err(|e| format!("{talos_node}: {e}"))?;
+    let node_name = match talos.nodename().await {
+        Ok(Some(name)) => name,
+        Ok(None) => {
+            return Ok(Err(NoDrain(format!(
+                "{talos_node} does not register with Kubernetes (kubelet skipNodeRegistration): nothing to drain"
+            ))));
+        }
+        Err(e) => {
+            return Err(format!(
+                "{talos_node}: cannot read the node's Kubernetes node name to drain it: {e}; set drain: false to \
+                 upgrade without draining"
+            ));
+        }
+    };
+    let kube = access
+        .connect()
+        .await
+        .map_err(|e| format!("{talos_node}: {e}"))?;
+    let node = match kube.node(&node_name).await {
+        Ok(n) => n,
+        Err(e) if e.kind == KubeErrorKind::NotFound => {
+            return Ok(Err(NoDrain(format!(
+                "{talos_node}: Kubernetes has no Node {node_name} (not registered yet): nothing to drain"
+            ))));
+        }
+        Err(e) => {
+            return Err(format!(
+                "{talos_node}: {e}; the node was not touched (set drain: false to upgrade without draining)"
+            ));
+        }
+    };
+    Ok(Ok(Drainer {
+        kube,
+        node_name,
+        boot_id: node.boot_id,
+        already_cordoned: node.unschedulable,
+        cordoned_here: false,
+    }))
+}
+
+fn plan_json(plan: &DrainPlan) -> Value {
+    json!({
+        "evict": plan.evict.iter().map(|p| json!({
+            "pod": p.id(),
+            "controller": p.controller,
+        })).collect::<Vec<_>>(),
+        "skip": plan.skipped.iter().map(|s| json!({
+            "pod": format!("{}/{}", s.namespace, s.name),
+            "reason": s.reason,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+impl Drainer {
+    /// What a drain would do (check mode), as the `drain` result.
+    pub async fn preview(&self, talos_node: &str) -> Result<Value, String> {
+        let plan = self
+            .kube
+            .drain_plan(&self.node_name)
+            .await
+            .map_err(|e| format!("{talos_node}: {e}"))?;
+        let mut out = plan_json(&plan);
+        out["node_name"] = json!(self.node_name);
+        out["already_cordoned"] = json!(self.already_cordoned);
+        Ok(out)
+    }
+
+    /// Pods that no controller brings back: named in a warning before they go.
+    pub fn unmanaged(plan: &DrainPlan) -> Vec<String> {
+        plan.evict
+            .iter()
+            .filter(|p| p.controller.is_none())
+            .map(|p| p.id())
+            .collect()
+    }
+
+    /// Cordons the node (unless an operator already did) and evicts its pods. A drain that does
+    /// not finish uncordons the node again; the error says what blocked it.
+    pub async fn cordon_and_drain(
+        &mut self,
+        talos_node: &str,
+        timeout: Duration,
+    ) -> Result<(Value, Vec<String>), String> {
+        if !self.already_cordoned {
+            self.kube
+                .set_unschedulable(&self.node_name, true)
+                .await
+                .map_err(|e| format!("{talos_node}: {e}; the node was not touched"))?;
+            self.cordoned_here = true;
+        }
+        let deadline = Instant::now() + timeout;
+        let drained = match self.kube.drain_plan(&self.node_name).await {
+            Ok(plan) => {
+                let unmanaged = Self::unmanaged(&plan);
+                self.kube
+                    .drain(&plan, deadline)
+                    .await
+                    .map(|report| (plan, report, unmanaged))
+            }
+            Err(e) => Err(e),
+        };
+        match drained {
+            Ok((plan, report, unmanaged)) => {
+                let mut out = plan_json(&plan);
+                out["node_name"] = json!(self.node_name);
+                out["evicted"] = json!(report.evicted);
+                out["seconds"] = json!((report.seconds * 10.0).round() / 10.0);
+                out["already_cordoned"] = json!(self.already_cordoned);
+                let warnings = unmanaged
+                    .into_iter()
+                    .map(|pod| {
+                        format!(
+                            "{talos_node}: pod {pod} has no controller, so nothing recreates it after its eviction \
+                             (talosctl's drain evicts such pods too)"
+                        )
+                    })
+                    .collect();
+                Ok((out, warnings))
+            }
+            Err(e) => {
+                let undo = self.uncordon_if_cordoned_here().await;
+                let advice = match e.kind {
+                    KubeErrorKind::DrainTimeout => {
+                        "; raise drain_timeout, let the budget allow a disruption (more replicas), or set drain: false"
+                    }
+                    _ => "",
+                };
+                Err(format!(
+                    "{talos_node}: {}{advice}; {undo}, and Talos was not upgraded",
+                    e.message
+                ))
+            }
+        }
+    }
+
+    /// After the upgrade: waits until the Node is Ready on a new boot, then uncordons it (if the
+    /// module cordoned it). Returns the `uncordoned` flag.
+    pub async fn back_and_uncordon(
+        &mut self,
+        talos_node: &str,
+        deadline: Instant,
+    ) -> Result<bool, String> {
+        let before = self.boot_id.clone();
+        self.kube
+            .wait_node(&self.node_name, deadline, |n| n.boot_id != before)
+            .await
+            .map_err(|e| {
+                format!(
+                    "{talos_node}: Talos was upgraded, but {e}; it stays cordoned until you uncordon it (kubectl uncordon {})",
+                    self.node_name
+                )
+            })?;
+        if !self.cordoned_here {
+            return Ok(false);
+        }
+        self.kube
+            .set_unschedulable(&self.node_name, false)
+            .await
+            .map_err(|e| format!("{talos_node}: Talos was upgraded, but {e}"))?;
+        self.cordoned_here = false;
+        Ok(true)
+    }
+
+    /// After a failed upgrade: uncordon (as talosctl's deferred uncordon does), in words for
+    /// the error message.
+    pub async fn uncordon_if_cordoned_here(&mut self) -> String {
+        if !self.cordoned_here {
+            return if self.already_cordoned {
+                format!("Node {} stays cordoned as it was before", self.node_name)
+            } else {
+                format!("Node {} was not cordoned", self.node_name)
+            };
+        }
+        match self.kube.set_unschedulable(&self.node_name, false).await {
+            Ok(()) => {
+                self.cordoned_here = false;
+                format!("Node {} was uncordoned again", self.node_name)
+            }
+            Err(e) => format!(
+                "Node {} could not be uncordoned ({e}): run kubectl uncordon {}",
+                self.node_name, self.node_name
+            ),
+        }
+    }
+}
