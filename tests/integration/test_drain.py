@@ -67,8 +67,13 @@ def test_an_os_upgrade_drains_the_node_and_uncordons_it(ansible, sim_factory, tm
     on_w1 = pods_on(sim, w1, "web")
     assert on_w1, kube(sim)["pods"]
 
-    # Check mode names the pods that would go and touches nothing.
-    run, preview = upgrade_one(ansible, inventory, "w1", {}, check=True)
+    # Check mode names the pods that would go and touches nothing; here with the kubeconfig
+    # talos_kubeconfig writes (the other runs: the Talos API's kubeconfig, the bundle).
+    kubeconfig = tmp_path / "kubeconfig"
+    write = [{"hosts": "cp1", "gather_facts": False, "tasks": [{"ferro.talos.talos_kubeconfig": {
+        "node": "{{ ansible_host }}", "dest": str(kubeconfig), "secrets_file": "{{ talos_secrets_file }}"}}]}]
+    assert ansible.run(yaml.safe_dump(write), inventory=inventory).rc == 0
+    run, preview = upgrade_one(ansible, inventory, "w1", {"kubeconfig": str(kubeconfig)}, check=True)
     assert run.rc == 0, run.output
     drain = preview["result"]["drain"]
     assert drain["node_name"] == w1
