@@ -83,44 +83,34 @@ fn data_or_file(
     }
 }
 
+/// The entry called `name` of a kubeconfig list (contexts, clusters, users).
+fn named<'a, T: Default>(list: &'a [Named<T>], name: &str) -> Option<&'a T> {
+    list.iter().find(|n| n.name == name).map(|n| &n.item)
+}
+
 impl Login {
     /// The current context's login, from a kubeconfig's YAML text.
     pub fn from_yaml(text: &str) -> Result<Login, String> {
         let file: File =
             serde_saphyr::from_str(text).map_err(|e| format!("it is not a kubeconfig ({e})"))?;
-        let context = file
-            .contexts
-            .iter()
-            .find(|c| c.name == file.current_context)
-            .map(|c| &c.item)
-            .ok_or_else(|| {
-                format!(
-                    "its current-context {:?} is not among its contexts",
-                    file.current_context
-                )
-            })?;
-        let cluster = file
-            .clusters
-            .iter()
-            .find(|c| c.name == context.cluster)
-            .map(|c| &c.item)
-            .ok_or_else(|| {
-                format!(
-                    "its context names the cluster {:?}, which it does not have",
-                    context.cluster
-                )
-            })?;
-        let user = file
-            .users
-            .iter()
-            .find(|u| u.name == context.user)
-            .map(|u| &u.item)
-            .ok_or_else(|| {
-                format!(
-                    "its context names the user {:?}, which it does not have",
-                    context.user
-                )
-            })?;
+        let context = named(&file.contexts, &file.current_context).ok_or_else(|| {
+            format!(
+                "its current-context {:?} is not among its contexts",
+                file.current_context
+            )
+        })?;
+        let cluster = named(&file.clusters, &context.cluster).ok_or_else(|| {
+            format!(
+                "its context names the cluster {:?}, which it does not have",
+                context.cluster
+            )
+        })?;
+        let user = named(&file.users, &context.user).ok_or_else(|| {
+            format!(
+                "its context names the user {:?}, which it does not have",
+                context.user
+            )
+        })?;
         if cluster.server.is_empty() {
             return Err("its cluster has no server".into());
         }

@@ -5,9 +5,10 @@
 
 use serde_json::{Value, json};
 
-use super::model::{ApiError, node_name};
+use super::model::{ApiError, KubeState, node_name};
 use super::render;
 use crate::state::Shared;
+use crate::state::State;
 
 pub struct Request<'a> {
     pub method: &'a str,
@@ -229,13 +230,7 @@ pub fn handle(shared: &Shared, req: &Request<'_>) -> Response {
             }
         }
         ("GET", ["apis", "policy", "v1", "poddisruptionbudgets"]) => {
-            let items = k.budgets.iter().map(|b| render::budget(k, b, st)).collect();
-            Ok(ok(render::list(
-                "PodDisruptionBudgetList",
-                "policy/v1",
-                rv,
-                items,
-            )))
+            Ok(ok(budget_list(k, st, rv, None)))
         }
         (
             "GET",
@@ -247,20 +242,7 @@ pub fn handle(shared: &Shared, req: &Request<'_>) -> Response {
                 ns,
                 "poddisruptionbudgets",
             ],
-        ) => {
-            let items = k
-                .budgets
-                .iter()
-                .filter(|b| b.namespace == *ns)
-                .map(|b| render::budget(k, b, st))
-                .collect();
-            Ok(ok(render::list(
-                "PodDisruptionBudgetList",
-                "policy/v1",
-                rv,
-                items,
-            )))
-        }
+        ) => Ok(ok(budget_list(k, st, rv, Some(ns)))),
         (
             "GET",
             [
@@ -281,6 +263,17 @@ pub fn handle(shared: &Shared, req: &Request<'_>) -> Response {
         (_, _) => Ok(not_found()),
     };
     result.unwrap_or_else(err)
+}
+
+/// The PodDisruptionBudgetList of one namespace, or of all.
+fn budget_list(k: &KubeState, st: &State, rv: u64, namespace: Option<&str>) -> Value {
+    let items = k
+        .budgets
+        .iter()
+        .filter(|b| namespace.is_none_or(|ns| b.namespace == ns))
+        .map(|b| render::budget(k, b, st))
+        .collect();
+    render::list("PodDisruptionBudgetList", "policy/v1", rv, items)
 }
 
 /// The control protocol's view: nodes, pods and the log, for tests.

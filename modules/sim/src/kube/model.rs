@@ -114,7 +114,6 @@ pub struct Workload {
     pub replica_set: String,
     pub replica_set_uid: String,
     pub tolerates_control_plane: bool,
-    next_pod: u32,
 }
 
 #[derive(Clone, Debug)]
@@ -241,7 +240,6 @@ impl KubeState {
             replica_set: format!("{name}-{}", short_hash()),
             replica_set_uid: uid(),
             tolerates_control_plane,
-            next_pod: 0,
         });
         if let Some(min) = min_available {
             self.budgets.push(Budget {
@@ -327,7 +325,6 @@ impl KubeState {
                 .count() as u32;
             for _ in have..self.workloads[wi].replicas {
                 let w = &mut self.workloads[wi];
-                w.next_pod += 1;
                 let pod = PodRecord {
                     uid: uid(),
                     namespace: w.namespace.clone(),
