@@ -53,6 +53,7 @@ fn activate(st: &mut State, idx: usize, cfg: StoredConfig, persist: bool) {
     if persist {
         n.persisted = Some(cfg.clone());
     }
+    let restarted = n.components.update(&cfg);
     n.active = Some(cfg);
     n.config_version += 1;
     n.config_updated = std::time::SystemTime::now();
@@ -61,6 +62,12 @@ fn activate(st: &mut State, idx: usize, cfg: StoredConfig, persist: bool) {
     match tls::NodeTls::build(n, ca_key) {
         Ok(t) => n.tls = Some(Arc::new(t)),
         Err(e) => eprintln!("talos-sim: node {idx}: keeping previous TLS config: {e:#}"),
+    }
+    // The Kubernetes side sees each component restart: tests read the order from this log.
+    let name = crate::kube::node_name(&st.nodes[idx]);
+    for component in restarted {
+        st.kube
+            .record("restart", &name, Some(component.to_string()));
     }
     crate::state::refresh_unsigned_tls(st);
 }

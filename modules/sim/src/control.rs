@@ -7,7 +7,8 @@
 //! `{"op":"fault","node":0,"never_return":true,"next_address":"127.0.10.50","unreachable":false,
 //!   "etcd_down":false,"reject_config":"text","slow_ms":2000}` (only the given fields change;
 //!   null clears), or one fault by name: `{"op":"fault","node":0,"kind":"slow","delay_ms":2000}`
-//!   (kinds: never_return, unreachable, firewalled, etcd_down, slow),
+//!   (kinds: never_return, unreachable, firewalled, etcd_down, upgrade_mutex_held, installer_fails,
+//!   apiserver_never_ready, kubelet_version_stuck, slow),
 //! `{"op":"clear_faults","node":0}`, `{"op":"health_fail","text":"..."}` (null clears),
 //! `{"op":"set_version","node":0,"version":"v1.10.3"}`, `{"op":"downtime","ms":1500}`,
 //! `{"op":"kube"}` (the Kubernetes API's nodes, pods and the log of cordons, evictions and
@@ -156,6 +157,8 @@ fn set_fault_kind(faults: &mut Faults, kind: &Value, req: &Value) -> Result<()> 
         Some("etcd_down") => faults.etcd_down = true,
         Some("upgrade_mutex_held") => faults.upgrade_mutex_held = true,
         Some("installer_fails") => faults.installer_fails = true,
+        Some("apiserver_never_ready") => faults.apiserver_never_ready = true,
+        Some("kubelet_version_stuck") => faults.kubelet_version_stuck = true,
         Some("slow") => {
             let ms = req
                 .get("delay_ms")
@@ -164,7 +167,7 @@ fn set_fault_kind(faults: &mut Faults, kind: &Value, req: &Value) -> Result<()> 
             faults.slow_ms = Some(ms);
         }
         _ => bail!(
-            "unknown fault kind {kind}; expected never_return, unreachable, firewalled, etcd_down, upgrade_mutex_held, installer_fails or slow (next_address and reject_config are set by field)"
+            "unknown fault kind {kind}; expected never_return, unreachable, firewalled, etcd_down, upgrade_mutex_held, installer_fails, apiserver_never_ready, kubelet_version_stuck or slow (next_address and reject_config are set by field)"
         ),
     }
     Ok(())
@@ -259,6 +262,16 @@ fn handle(shared: &Arc<Shared>, line: &str) -> Result<Value> {
                     "installer_fails" => {
                         faults.installer_fails =
                             v.as_bool().context("installer_fails: expected a bool")?
+                    }
+                    "apiserver_never_ready" => {
+                        faults.apiserver_never_ready = v
+                            .as_bool()
+                            .context("apiserver_never_ready: expected a bool")?
+                    }
+                    "kubelet_version_stuck" => {
+                        faults.kubelet_version_stuck = v
+                            .as_bool()
+                            .context("kubelet_version_stuck: expected a bool")?
                     }
                     "upgrade_mutex_held" => {
                         faults.upgrade_mutex_held =

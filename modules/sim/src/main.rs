@@ -65,7 +65,8 @@ enum Command {
         /// Node index (0-based, control planes first) or address.
         #[arg(long)]
         node: String,
-        /// never_return, unreachable, firewalled, etcd_down or slow.
+        /// never_return, unreachable, firewalled, etcd_down, upgrade_mutex_held, installer_fails,
+        /// apiserver_never_ready, kubelet_version_stuck or slow.
         #[arg(long, required_unless_present = "clear")]
         kind: Option<String>,
         /// For --kind slow: how long every answer of the node is delayed.

@@ -51,6 +51,12 @@ pub struct Faults {
     /// The installer exits 1 after its checks (a disk it cannot write, say): a lifecycle
     /// upgrade reports the exit code, a legacy upgrade's sequence fails.
     pub installer_fails: bool,
+    /// The kube-apiserver static pod never becomes Ready once its image has changed (a new
+    /// version that crash-loops on this node's flags, say).
+    pub apiserver_never_ready: bool,
+    /// The kubelet restarts with a new image but the Node keeps reporting the old version (the
+    /// new binary failed and the old one came back).
+    pub kubelet_version_stuck: bool,
 }
 
 impl Faults {
@@ -83,6 +89,12 @@ impl Faults {
         }
         if self.installer_fails {
             out.push("installer_fails".into());
+        }
+        if self.apiserver_never_ready {
+            out.push("apiserver_never_ready".into());
+        }
+        if self.kubelet_version_stuck {
+            out.push("kubelet_version_stuck".into());
         }
         if out.is_empty() {
             "-".into()
@@ -194,6 +206,8 @@ pub struct Node {
     pub unbootable: bool,
     /// When the node's services started this boot; Bootstrap is refused for a while after it.
     pub running_since: Option<Instant>,
+    /// The Kubernetes components Talos runs here and the versions of their config resources.
+    pub components: crate::kube::Components,
 }
 
 impl Node {
@@ -493,6 +507,7 @@ impl Shared {
                 boot_media: true,
                 unbootable: false,
                 running_since: None,
+                components: Default::default(),
             };
             nodes.push(node);
         }
@@ -572,6 +587,8 @@ impl Shared {
             .checked_sub(st.bootstrap_settle)
             .unwrap_or_else(Instant::now);
         st.nodes[idx].running_since = (stage == Stage::Running).then_some(settled);
+        st.nodes[idx].components =
+            crate::kube::Components::boot(st.nodes[idx].active.as_ref(), settled);
         self.publish(&mut st, idx, "", machine_status_event(stage, true));
         refresh_unsigned_tls(&mut st);
         self.notify(&st, idx);
@@ -669,6 +686,7 @@ impl Shared {
         let stage = come_up(&mut st, idx)?;
         let n = &mut st.nodes[idx];
         n.running_since = (stage == Stage::Running).then(Instant::now);
+        n.components = crate::kube::Components::boot(n.active.as_ref(), Instant::now());
         let control_plane = n.is_control_plane();
         let configured = n.active.is_some();
         use pb::sequence_event::Action as A;

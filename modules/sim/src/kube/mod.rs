@@ -1,12 +1,15 @@
 //! The Kubernetes API of the simulated cluster: each control plane serves it once etcd is
 //! bootstrapped (`listener.rs`), the requests it answers (`api.rs`), the objects and what the API
-//! server and controllers do with them (`model.rs`), and their JSON (`render.rs`).
+//! server and controllers do with them (`model.rs`), the components Talos runs and the versions
+//! of their config resources (`components.rs`), and their JSON (`render.rs`).
 
 mod api;
+mod components;
 mod listener;
 mod model;
 mod render;
 
 pub use api::snapshot;
+pub use components::Components;
 pub use listener::run;
 pub use model::{KubeState, node_name};

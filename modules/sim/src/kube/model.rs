@@ -131,11 +131,14 @@ pub struct Budget {
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct KubeEvent {
     pub seq: u64,
-    /// `cordon`, `uncordon`, `evict`, `eviction_blocked`, `node_down`, `node_up`.
+    /// `cordon`, `uncordon`, `evict`, `eviction_blocked`, `node_down`, `node_up`, and `restart`
+    /// (a component Talos runs restarts for a new config; `pod` names the component).
     pub action: &'static str,
     pub node: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pod: Option<String>,
+    /// Milliseconds since the Unix epoch.
+    pub at_ms: u64,
 }
 
 #[derive(Default)]
@@ -210,6 +213,10 @@ impl KubeState {
             action,
             node: node.to_string(),
             pod,
+            at_ms: SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map(|d| d.as_millis() as u64)
+                .unwrap_or(0),
         });
     }
 
@@ -554,10 +561,12 @@ impl KubeState {
     }
 }
 
-/// The kubelet posts Ready once it has run a moment on a node that is up with its config.
+/// The kubelet posts Ready once it has run a moment on a node that is up with its config (and
+/// not while it restarts for a new config).
 pub fn node_ready(n: &Node) -> bool {
     n.up && n.active.is_some()
         && !n.services_stopped
+        && !n.components.kubelet_restarting()
         && n.running_since
             .is_some_and(|at| at.elapsed() >= READY_DELAY)
 }

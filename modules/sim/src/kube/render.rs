@@ -116,12 +116,7 @@ fn condition(kind: &str, ok: bool, since: SystemTime) -> Value {
 }
 
 pub fn node(name: &str, rec: &NodeRecord, n: &Node) -> Value {
-    let kubelet = n
-        .active
-        .as_ref()
-        .map(kubelet_image)
-        .map(|i| version_of_image(&i))
-        .unwrap_or_default();
+    let kubelet = version_of_image(&reported_kubelet_image(n));
     let ready = node_ready(n);
     let ready_condition = if !n.up {
         json!({
@@ -277,6 +272,20 @@ fn workload_pod(k: &KubeState, p: &PodRecord, st: &State) -> Value {
     })
 }
 
+/// The kubelet image whose version the Node reports: the one before the last change while the
+/// kubelet restarts (and for good under the `kubelet_version_stuck` fault).
+fn reported_kubelet_image(n: &Node) -> String {
+    let Some(cfg) = n.active.as_ref() else {
+        return String::new();
+    };
+    let previous = n
+        .components
+        .get("kubelet")
+        .filter(|s| s.restarting() || n.faults.kubelet_version_stuck)
+        .and_then(|s| s.previous_image.clone());
+    previous.unwrap_or_else(|| kubelet_image(cfg))
+}
+
 /// Pods the kubelet and the DaemonSet controller keep on a node: the control plane's static pods
 /// (mirror pods owned by the Node) and the kube-proxy and flannel DaemonSet pods.
 fn node_pods(name: &str, rec: &NodeRecord, n: &Node, resource_version: u64) -> Vec<Value> {
@@ -294,6 +303,12 @@ fn node_pods(name: &str, rec: &NodeRecord, n: &Node, resource_version: u64) -> V
             let Some(image) = config_image(cfg, c.v1alpha1, c.kind) else {
                 continue;
             };
+            let component = n.components.get(c.name);
+            let config_version = component.map_or(1, |s| s.version);
+            let restarted_at = component.map_or(n.config_updated, |s| s.changed_at);
+            let never_ready = c.name == "kube-apiserver" && n.faults.apiserver_never_ready;
+            let ready = ready
+                && component.is_none_or(|s| !(s.restarting() || never_ready && s.image_changed()));
             let labels = BTreeMap::from([
                 ("k8s-app".to_string(), c.name.to_string()),
                 ("component".to_string(), c.name.to_string()),
@@ -323,13 +338,16 @@ fn node_pods(name: &str, rec: &NodeRecord, n: &Node, resource_version: u64) -> V
                 ),
                 (
                     "talos.dev/config-version".to_string(),
-                    n.config_version.to_string(),
+                    config_version.to_string(),
                 ),
             ]);
             out.push(pod_json(PodView {
                 namespace: "kube-system",
                 name: format!("{}-{name}", c.name),
-                uid: stable_uid(&format!("{}-{name}-{}", c.name, n.generation)),
+                uid: stable_uid(&format!(
+                    "{}-{name}-{}-{config_version}",
+                    c.name, n.generation
+                )),
                 labels,
                 annotations,
                 owner: json!({"apiVersion": "v1", "kind": "Node", "name": name, "uid": rec.uid, "controller": true}),
@@ -338,7 +356,7 @@ fn node_pods(name: &str, rec: &NodeRecord, n: &Node, resource_version: u64) -> V
                 container: c.name,
                 image,
                 ready,
-                created: n.config_updated,
+                created: restarted_at,
                 resource_version,
             }));
         }

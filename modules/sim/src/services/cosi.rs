@@ -1,5 +1,6 @@
 //! `cosi.resource.State` Get/List/Watch (api.md §8) for the few resources our modules read:
-//! the machine config (sensitive), the machine type and the machine status. Writes are refused.
+//! the machine config (sensitive), the machine type and the machine status, the node name, the
+//! extension statuses and the control plane's component configs (sensitive). Writes are refused.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
@@ -7,7 +8,9 @@ use std::time::{Duration, SystemTime};
 use ferro_talos_proto::cosi::resource::state_server::State as CosiState;
 use ferro_talos_proto::cosi::resource::*;
 use ferro_talos_proto::resource::config::{MachineConfigSpec, MachineTypeSpec};
-use ferro_talos_proto::resource::k8s::NodenameSpec;
+use ferro_talos_proto::resource::k8s::{
+    ApiServerConfigSpec, ControllerManagerConfigSpec, NodenameSpec, SchedulerConfigSpec,
+};
 use ferro_talos_proto::resource::runtime::{MachineStatusSpec, MachineStatusStatus};
 use prost::Message;
 use tokio::sync::mpsc;
@@ -31,9 +34,37 @@ const EXT: (&str, &str) = ("runtime", "ExtensionStatuses.runtime.talos.dev");
 /// The kubelet's node name: the hostname, lower-cased (upstream
 /// `internal/app/machined/pkg/controllers/k8s/nodename.go` at v1.13.9); configured nodes only.
 const NODENAME: (&str, &str) = ("k8s", "Nodenames.kubernetes.talos.dev");
-const NAMESPACES: &[&str] = &[
-    "config", "runtime", "network", "k8s", "cluster", "secrets", "meta", "etcd", "v1alpha1",
+/// A control plane's component configs, rendered from the machine config; their version is what
+/// the static pods' `talos.dev/config-version` annotation carries (upstream
+/// `pkg/machinery/resources/k8s/apiserver_config.go` and siblings at v1.13.9: namespace
+/// `controlplane`, one resource per component with the component's name as id, sensitive).
+const CONTROL_PLANE_CONFIGS: &[(&str, &str)] = &[
+    ("APIServerConfigs.kubernetes.talos.dev", "kube-apiserver"),
+    (
+        "ControllerManagerConfigs.kubernetes.talos.dev",
+        "kube-controller-manager",
+    ),
+    ("SchedulerConfigs.kubernetes.talos.dev", "kube-scheduler"),
 ];
+const NAMESPACES: &[&str] = &[
+    "config",
+    "runtime",
+    "network",
+    "k8s",
+    "controlplane",
+    "cluster",
+    "secrets",
+    "meta",
+    "etcd",
+    "v1alpha1",
+];
+
+fn control_plane_config(ns: &str, ty: &str) -> Option<&'static str> {
+    CONTROL_PLANE_CONFIGS
+        .iter()
+        .find(|(t, _)| ns == "controlplane" && *t == ty)
+        .map(|(_, id)| *id)
+}
 
 fn meta(ns: &str, ty: &str, id: &str, version: u64, at: SystemTime) -> Metadata {
     Metadata {
@@ -65,12 +96,13 @@ fn check_access(t: &Target, ns: &str, ty: &str) -> Result<(), Status> {
     if ![MC, MT, MS, EXT, NODENAME]
         .iter()
         .any(|(n, y)| *n == ns && *y == ty)
+        && control_plane_config(ns, ty).is_none()
     {
         return Err(Status::permission_denied(format!(
             "resource type {ty:?} is not supported"
         )));
     }
-    if (ns, ty) == MC && !t.is_admin() {
+    if ((ns, ty) == MC || control_plane_config(ns, ty).is_some()) && !t.is_admin() {
         return Err(Status::permission_denied("not authorized"));
     }
     Ok(())
@@ -177,6 +209,46 @@ fn resources(shared: &Shared, idx: usize, ns: &str, ty: &str) -> BTreeMap<String
                     yaml_spec: format!(
                         "nodename: {name}\nhostnameVersion: \"1\"\nskipNodeRegistration: false\n"
                     ),
+                }),
+            },
+        );
+    } else if let Some(id) = control_plane_config(ns, ty)
+        && n.is_control_plane()
+        && let Some(state) = n.components.get(id)
+    {
+        let image = state.image.clone().unwrap_or_default();
+        let (proto_spec, yaml_spec) = match id {
+            "kube-apiserver" => (
+                ApiServerConfigSpec {
+                    image: image.clone(),
+                }
+                .encode_to_vec(),
+                format!("image: {image}\n"),
+            ),
+            "kube-controller-manager" => (
+                ControllerManagerConfigSpec {
+                    enabled: true,
+                    image: image.clone(),
+                }
+                .encode_to_vec(),
+                format!("enabled: true\nimage: {image}\n"),
+            ),
+            _ => (
+                SchedulerConfigSpec {
+                    enabled: true,
+                    image: image.clone(),
+                }
+                .encode_to_vec(),
+                format!("enabled: true\nimage: {image}\n"),
+            ),
+        };
+        out.insert(
+            id.to_string(),
+            Resource {
+                metadata: Some(meta(ns, ty, id, state.version, state.changed_at)),
+                spec: Some(Spec {
+                    proto_spec,
+                    yaml_spec,
                 }),
             },
         );
