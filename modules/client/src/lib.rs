@@ -21,6 +21,7 @@
 //! ```
 
 mod client;
+mod control_plane;
 mod credentials;
 mod endpoint;
 mod error;
@@ -32,6 +33,7 @@ pub use client::{
     MachineStatus, RebootMode, TalosClient, UpgradeRebootMode, containerd_system,
     decode_machine_config, decode_machine_status, extract_kubeconfig,
 };
+pub use control_plane::{ComponentConfig, StaticPodComponent};
 pub use credentials::{CredentialOrigin, Credentials, spki_fingerprint};
 pub use endpoint::{DEFAULT_PORT, Endpoint};
 pub use error::{ClientError, ErrorKind, Result};

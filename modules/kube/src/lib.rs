@@ -4,11 +4,14 @@
 //! - [`access`]: an admin client from the cluster's secrets bundle (a short-lived certificate
 //!   issued in memory from the Kubernetes CA, so nothing has to be on disk) or from a kubeconfig;
 //! - [`nodes`]: a Node's readiness and kubelet version, cordon and uncordon;
+//! - [`control_plane`]: a control plane's static pods and a Node by address, what the Kubernetes
+//!   upgrade waits on, and whether removed APIs still hold objects;
 //! - [`drain`]: which pods a drain evicts and the drain itself, through the Eviction API so that
 //!   PodDisruptionBudgets hold, the way talosctl's drain does;
 //! - [`error`]: what went wrong, in words that name the API server, the node or the pod.
 
 pub mod access;
+pub mod control_plane;
 pub mod drain;
 pub mod error;
 mod kubeconfig;
@@ -17,6 +20,7 @@ mod objects;
 mod transport;
 
 pub use access::{Kube, KubeAccess};
+pub use control_plane::StaticPodState;
 pub use drain::{DrainPlan, DrainReport, PodToEvict, SkippedPod};
 pub use error::{KubeError, KubeErrorKind};
 pub use nodes::NodeState;

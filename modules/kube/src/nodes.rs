@@ -22,7 +22,7 @@ pub struct NodeState {
 }
 
 impl NodeState {
-    fn from_node(name: &str, n: &Node) -> NodeState {
+    pub(crate) fn from_node(name: &str, n: &Node) -> NodeState {
         NodeState {
             name: name.to_string(),
             unschedulable: n.spec.unschedulable == Some(true),

@@ -1,4 +1,4 @@
-//! The few fields of Nodes, Pods and PodDisruptionBudgets the drain reads, decoded from the API
+//! The few fields of Nodes, Pods and PodDisruptionBudgets the drain and the upgrade read, decoded from the API
 //! server's JSON into small structs of our own. k8s-openapi's full `Pod` and `Node` types would
 //! decode everything (a Pod's spec alone has dozens of nested types) and make the one program
 //! several MiB larger for fields nothing reads (docs/decisions/0007-kubernetes-client.md);
@@ -60,7 +60,14 @@ pub struct NodeSpec {
 #[serde(rename_all = "camelCase", default)]
 pub struct NodeStatus {
     pub conditions: Vec<Condition>,
+    pub addresses: Vec<NodeAddress>,
     pub node_info: NodeInfo,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct NodeAddress {
+    pub address: String,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -75,13 +82,29 @@ pub struct NodeInfo {
 #[serde(default)]
 pub struct Pod {
     pub metadata: Meta,
+    pub spec: PodSpec,
     pub status: PodStatus,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(default)]
+pub struct PodSpec {
+    pub containers: Vec<Container>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct Container {
+    pub image: String,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
 pub struct PodStatus {
     pub phase: String,
+    #[serde(rename = "hostIP")]
+    pub host_ip: String,
+    pub conditions: Vec<Condition>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
