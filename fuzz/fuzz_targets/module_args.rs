@@ -68,6 +68,11 @@ fn modules() -> &'static [(&'static str, Spec, Extra)] {
                 talos_kubeconfig::spec(),
                 connection_options,
             ),
+            (
+                "talos_kubernetes_upgrade",
+                talos_kubernetes_upgrade::spec(),
+                connection_options,
+            ),
             ("talos_reset", talos_reset::spec(), connection_options),
             ("talos_upgrade", talos_upgrade::spec(), upgrade_options),
         ]

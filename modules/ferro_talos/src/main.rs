@@ -10,11 +10,11 @@ use std::path::Path;
 
 use ferro_talos_tasks::{
     talos_apply, talos_bootstrap, talos_config, talos_etcd_snapshot, talos_health, talos_info,
-    talos_kubeconfig, talos_reset, talos_upgrade,
+    talos_kubeconfig, talos_kubernetes_upgrade, talos_reset, talos_upgrade,
 };
 
 /// The modules this program runs, by name.
-const MODULES: [&str; 9] = [
+const MODULES: [&str; 10] = [
     "talos_apply",
     "talos_bootstrap",
     "talos_config",
@@ -22,6 +22,7 @@ const MODULES: [&str; 9] = [
     "talos_health",
     "talos_info",
     "talos_kubeconfig",
+    "talos_kubernetes_upgrade",
     "talos_reset",
     "talos_upgrade",
 ];
@@ -50,6 +51,11 @@ fn main() {
             "talos_kubeconfig",
             talos_kubeconfig::spec(),
             talos_kubeconfig::run,
+        ),
+        "talos_kubernetes_upgrade" => run_module(
+            "talos_kubernetes_upgrade",
+            talos_kubernetes_upgrade::spec(),
+            talos_kubernetes_upgrade::run,
         ),
         "talos_reset" => run_module("talos_reset", talos_reset::spec(), talos_reset::run),
         "talos_upgrade" => run_module("talos_upgrade", talos_upgrade::spec(), talos_upgrade::run),

@@ -7,6 +7,8 @@
 mod config_shape;
 pub mod connection;
 pub mod files;
+mod kube_access;
+mod kubernetes_removed;
 pub mod talos_apply;
 pub mod talos_bootstrap;
 pub mod talos_config;
@@ -14,6 +16,7 @@ pub mod talos_etcd_snapshot;
 pub mod talos_health;
 pub mod talos_info;
 pub mod talos_kubeconfig;
+pub mod talos_kubernetes_upgrade;
 pub mod talos_reset;
 pub mod talos_upgrade;
 mod upgrade_drain;

@@ -228,7 +228,7 @@ fn failure_message(checks: &[Check], timeout: Duration, elapsed: f64) -> String 
 }
 
 /// A list option of node addresses: None when not given; entries must be plain hosts.
-fn node_list(p: &Params, name: &str) -> Result<Option<Vec<String>>, ModuleError> {
+pub(crate) fn node_list(p: &Params, name: &str) -> Result<Option<Vec<String>>, ModuleError> {
     let Some(items) = p.str_list(name) else {
         return Ok(None);
     };

@@ -570,23 +570,7 @@ fn kube_credentials(
     if req.os.is_none() || !req.drain.enabled {
         return Ok(KubeCredentials::Unused);
     }
-    if let Some(path) = p.path("kubeconfig") {
-        let text = std::fs::read_to_string(&path).map_err(|e| {
-            ModuleError::new(format!(
-                "kubeconfig {}: cannot read it ({e}); write the cluster's admin kubeconfig there (talos_kubeconfig), \
-                 or leave kubeconfig unset to use the secrets bundle",
-                path.display()
-            ))
-        })?;
-        return Ok(KubeCredentials::Kubeconfig { path, text });
-    }
-    Ok(match connection::load_bundle(ctx, p)? {
-        Some(bundle) => KubeCredentials::Bundle {
-            crt: bundle.certs.k8s.crt.clone(),
-            key: bundle.certs.k8s.key.clone(),
-        },
-        None => KubeCredentials::TalosApi,
-    })
+    KubeCredentials::from_params(ctx, p)
 }
 
 /// The whole run against one node; returns the summary message.

@@ -10,28 +10,16 @@
 //! installs first), so a refused drain leaves the node exactly as it was; a node that was already
 //! cordoned before the upgrade stays cordoned afterwards (talosctl uncordons it regardless).
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use ferro_talos_client::TalosClient;
-use ferro_talos_kube::{DrainPlan, Kube, KubeAccess, KubeErrorKind};
+use ferro_talos_kube::{DrainPlan, Kube, KubeErrorKind};
+
+pub use crate::kube_access::KubeCredentials;
 use serde_json::{Value, json};
 
 /// talosctl's `--drain-timeout` default (`nodedrain.DefaultDrainTimeout`).
 pub const DEFAULT_DRAIN_TIMEOUT_SECS: i64 = 300;
-
-/// Where the Kubernetes credentials come from.
-pub enum KubeCredentials {
-    /// The bundle's Kubernetes CA (`certs.k8s`, base64 PEM): an admin certificate issued in memory.
-    Bundle { crt: String, key: String },
-    /// A kubeconfig file's text.
-    Kubeconfig { path: PathBuf, text: String },
-    /// Neither was given: the admin kubeconfig Talos issues through its API (the Kubeconfig
-    /// RPC of a control plane), as talosctl's drain gets it.
-    TalosApi,
-    /// No OS upgrade or no drain: nothing is needed.
-    Unused,
-}
 
 /// What the drain needs from the task besides the Talos connection.
 pub struct KubeInputs {
@@ -69,36 +57,14 @@ pub async fn connect(
     creds: &KubeCredentials,
     cluster_endpoint: Option<&str>,
 ) -> Result<Result<Drainer, NoDrain>, String> {
-    let access = match creds {
-        KubeCredentials::Kubeconfig { path, text } => {
-            KubeAccess::from_kubeconfig(&path.display().to_string(), text)
-        }
-        KubeCredentials::Bundle { crt, key } => {
-            let endpoint = cluster_endpoint.ok_or_else(|| {
-                format!(
-                    "{talos_node}: the node's config has no cluster.controlPlane.endpoint, so the Kubernetes API to drain \
-                     through is unknown; set kubeconfig, or drain: false"
-                )
-            })?;
-            KubeAccess::from_bundle(crt, key, endpoint)
-        }
-        KubeCredentials::TalosApi => {
-            let bytes = kubeconfig_source.kubeconfig().await.map_err(|e| {
-                format!(
-                    "{talos_node}: draining the node needs Kubernetes credentials and Talos did not issue a kubeconfig \
-                     ({e}); give the secrets bundle (secrets or secrets_file) or a kubeconfig, set endpoint to a \
-                     control plane, or set drain: false to upgrade without draining"
-                )
-            })?;
-            let text = String::from_utf8(bytes)
-                .map_err(|_| format!("{talos_node}: the kubeconfig Talos issued is not UTF-8"))?;
-            KubeAccess::from_kubeconfig("issued by the Talos API", &text)
-        }
-        KubeCredentials::Unused => {
-            return Err(format!("{talos_node}: internal error: no Kubernetes credentials were prepared for the drain"));
-        }
-    }
-    .map_err(|e| format!("{talos_node}: {e}"))?;
+    let access = creds
+        .access(
+            talos_node,
+            kubeconfig_source,
+            cluster_endpoint,
+            "set drain: false to upgrade without draining",
+        )
+        .await?;
     let node_name = match talos.nodename().await {
         Ok(Some(name)) => name,
         Ok(None) => {

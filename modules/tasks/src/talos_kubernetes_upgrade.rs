@@ -1,0 +1,759 @@
+//! `talos_kubernetes_upgrade`: move the whole cluster's Kubernetes to one version, run once, in
+//! the order `talosctl upgrade-k8s` uses (upstream `pkg/cluster/kubernetes/talos_managed.go` and
+//! `kubelet.go` at v1.13.9):
+//!
+//! 1. checks, before anything moves: every node's Talos supports the target, every component is
+//!    at most one minor behind it, and nothing the next minor removes is still in use;
+//! 2. pre-pull the new images on every node;
+//! 3. kube-apiserver on every control plane, then kube-controller-manager, then kube-scheduler;
+//!    per node, patch the image, apply without a reboot, wait until the component's config
+//!    resource has its new version and the static pod carries that version and is Ready;
+//! 4. kube-proxy's image on the control planes (no wait: it is a DaemonSet);
+//! 5. the kubelets, control planes first, each waiting until its Node reports the new version
+//!    and is Ready.
+//!
+//! A failure stops there: the message names the component and the node, and what already moved.
+
+use std::time::{Duration, Instant};
+
+use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Opt, Params, Spec, Type};
+use ferro_talos_client::proto::common::ContainerdNamespace;
+use ferro_talos_client::{ApplyMode, ErrorKind, StaticPodComponent, TalosClient};
+use ferro_talos_config::MachineConfig;
+use ferro_talos_kube::Kube;
+use semver::Version;
+use serde_json::{Value, json};
+
+use crate::connection::{self, Target, with_connection_options};
+use crate::kube_access::KubeCredentials;
+use crate::kubernetes_removed::{self, InUse};
+use crate::talos_health::node_list;
+use crate::talos_upgrade::{
+    Component, kubernetes_components, kubernetes_path_ok, kubernetes_supported, parse_version,
+};
+
+/// talosctl waits 5 minutes for each static pod (`checkPodStatus`) and 3 for each kubelet.
+const DEFAULT_TIMEOUT_SECS: i64 = 300;
+const POLL: Duration = Duration::from_secs(1);
+
+pub fn spec() -> Spec {
+    with_connection_options(Spec::new())
+        .option(
+            Opt::list("control_plane_nodes")
+                .elements(Type::Str)
+                .required(),
+        )
+        .option(
+            Opt::list("worker_nodes")
+                .elements(Type::Str)
+                .default(json!([])),
+        )
+        .option(Opt::str("kubernetes_version").required())
+        .option(Opt::bool("pre_pull").default(true))
+        .option(Opt::bool("upgrade_kubelet").default(true))
+        .option(Opt::int("timeout").default(DEFAULT_TIMEOUT_SECS))
+        .option(Opt::path("kubeconfig"))
+}
+
+/// What moves, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    StaticPod(StaticPodComponent),
+    KubeProxy,
+    Kubelet,
+}
+
+impl Phase {
+    fn name(self) -> &'static str {
+        match self {
+            Phase::StaticPod(c) => c.name(),
+            Phase::KubeProxy => "kube-proxy",
+            Phase::Kubelet => "kubelet",
+        }
+    }
+}
+
+/// One component on one node.
+#[derive(Debug, Clone)]
+pub struct Step {
+    pub phase: Phase,
+    pub node: String,
+    pub component: Component,
+    pub target_image: String,
+}
+
+impl Step {
+    pub fn changes(&self) -> bool {
+        self.component.image != self.target_image
+    }
+
+    fn to_json(&self, state: &str) -> Value {
+        json!({
+            "component": self.phase.name(),
+            "node": self.node,
+            "image": self.component.image,
+            "target_image": self.target_image,
+            "version": self.component.version.to_string(),
+            "changed": self.changes(),
+            "state": state,
+        })
+    }
+}
+
+/// One node as read before anything moves.
+struct NodeView {
+    address: String,
+    control_plane: bool,
+    client: TalosClient,
+    talos: Version,
+    config: MachineConfig,
+    components: Vec<Component>,
+}
+
+/// The ordered steps: every static pod component across all control planes, kube-proxy, then
+/// the kubelets (control planes first, as the nodes are listed).
+fn plan(nodes: &[NodeView], target: &Version, kubelets: bool) -> Vec<Step> {
+    let mut phases: Vec<Phase> = StaticPodComponent::ALL
+        .into_iter()
+        .map(Phase::StaticPod)
+        .collect();
+    phases.push(Phase::KubeProxy);
+    if kubelets {
+        phases.push(Phase::Kubelet);
+    }
+    let mut steps = Vec::new();
+    for phase in phases {
+        for n in nodes {
+            if let Some(c) = n.components.iter().find(|c| c.name == phase.name()) {
+                steps.push(Step {
+                    phase,
+                    node: n.address.clone(),
+                    component: c.clone(),
+                    target_image: c.retagged(target),
+                });
+            }
+        }
+    }
+    steps
+}
+
+/// The checks of step 1, all of them, so one run names every problem.
+fn check(nodes: &[NodeView], target: &Version) -> Result<(), String> {
+    let mut problems = Vec::new();
+    for n in nodes {
+        if let Some(Err(why)) = kubernetes_supported(&n.talos, target) {
+            problems.push(format!(
+                "{}: {why}; upgrade Talos first (ferro.talos.upgrade with talos_upgrade_talos_version)",
+                n.address
+            ));
+        }
+        for c in &n.components {
+            if let Err(why) = kubernetes_path_ok(&c.version, target) {
+                problems.push(format!("{}: {}: {why}", n.address, c.name));
+            }
+        }
+    }
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(problems.join("; "))
+}
+
+/// Removed feature gates, flags and admission plugins still set, for each minor move a node's
+/// components make.
+fn removed_in_use(nodes: &[NodeView], target: &Version) -> Vec<InUse> {
+    let mut out = Vec::new();
+    for n in nodes {
+        let Some(from) = n.components.iter().map(|c| c.version.minor).min() else {
+            continue;
+        };
+        let Some(r) = kubernetes_removed::removals(from, target.minor) else {
+            continue;
+        };
+        if let Some(v1) = n.config.v1alpha1() {
+            out.extend(kubernetes_removed::in_use(
+                &n.address,
+                v1,
+                n.control_plane,
+                &r,
+            ));
+        }
+    }
+    out
+}
+
+pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
+    let target_text = p.str("kubernetes_version").unwrap_or_default();
+    let target = parse_version(target_text)
+        .map_err(|e| ModuleError::new(format!("kubernetes_version: {e}")))?;
+    let control_planes = node_list(p, "control_plane_nodes")?.unwrap_or_default();
+    let workers = node_list(p, "worker_nodes")?.unwrap_or_default();
+    if let Some(both) = workers.iter().find(|w| control_planes.contains(w)) {
+        return Err(ModuleError::new(format!(
+            "worker_nodes: {both} is also listed in control_plane_nodes; a node is either a control plane or a worker"
+        )));
+    }
+    let timeout = p.int("timeout").unwrap_or(DEFAULT_TIMEOUT_SECS);
+    if !(1..=86400).contains(&timeout) {
+        return Err(ModuleError::new(format!(
+            "timeout must be between 1 and 86400 seconds, got {timeout}"
+        )));
+    }
+    let settings = Settings {
+        target,
+        pre_pull: p.bool("pre_pull"),
+        kubelets: p.bool("upgrade_kubelet"),
+        timeout: Duration::from_secs(timeout as u64),
+        check_mode: ctx.check_mode,
+    };
+    let first = Target::from_params(p)?;
+    let opts = connection::connect_options(p, Duration::from_secs(30))?;
+    let (creds, source) = connection::require_credentials(ctx, p)?;
+    let kube_credentials = KubeCredentials::from_params(ctx, p)?;
+    let outcome = connection::block_on(async {
+        let mut nodes = Vec::new();
+        for (address, control_plane) in control_planes
+            .iter()
+            .map(|a| (a, true))
+            .chain(workers.iter().map(|a| (a, false)))
+        {
+            let option = if control_plane {
+                "control_plane_nodes"
+            } else {
+                "worker_nodes"
+            };
+            let t = Target::for_node(p, address, option)?;
+            nodes.push(read_node(&t, &creds, opts.clone(), control_plane).await?);
+        }
+        let entry = connection::connect(&first, &creds, opts.clone())
+            .await
+            .map_err(|e| ModuleError::new(e.to_string()))?;
+        let mut upgrade = Upgrade {
+            settings: &settings,
+            nodes,
+            entry,
+            kube_credentials: &kube_credentials,
+            moved: Vec::new(),
+            warnings: Vec::new(),
+            prepulled: Vec::new(),
+        };
+        let result = upgrade.run().await;
+        Ok::<_, ModuleError>((result, upgrade.warnings, upgrade.prepulled))
+    })?;
+    let (result, warnings, prepulled) = outcome?;
+    for w in warnings {
+        ctx.warn(w);
+    }
+    let (steps, current) = result?;
+    let changed = steps.iter().any(|(s, _)| s.changes());
+    let moving: Vec<&Step> = steps
+        .iter()
+        .filter(|(s, _)| s.changes())
+        .map(|(s, _)| s)
+        .collect();
+    let msg = if !changed {
+        format!(
+            "Kubernetes is at {} on every node: nothing to do",
+            settings.target
+        )
+    } else if settings.check_mode {
+        format!(
+            "would move {} component(s) from {current} to {}: {}",
+            moving.len(),
+            settings.target,
+            summary(&moving)
+        )
+    } else {
+        format!(
+            "moved {} component(s) from {current} to {}: {}",
+            moving.len(),
+            settings.target,
+            summary(&moving)
+        )
+    };
+    Ok(ModuleResult::new(changed)
+        .msg(msg)
+        .with("credentials", json!(source.describe()))
+        .with(
+            "kubernetes",
+            json!({"current": current.to_string(), "target": settings.target.to_string()}),
+        )
+        .with(
+            "steps",
+            Value::Array(steps.iter().map(|(s, state)| s.to_json(state)).collect()),
+        )
+        .with("prepulled", json!(prepulled)))
+}
+
+/// `kube-apiserver on 10.5.0.2, 10.5.0.3; kubelet on ...`, in the order of the steps.
+fn summary(steps: &[&Step]) -> String {
+    let mut parts: Vec<(&str, Vec<&str>)> = Vec::new();
+    for s in steps {
+        match parts.last_mut() {
+            Some((name, nodes)) if *name == s.phase.name() => nodes.push(&s.node),
+            _ => parts.push((s.phase.name(), vec![&s.node])),
+        }
+    }
+    parts
+        .iter()
+        .map(|(name, nodes)| format!("{name} on {}", nodes.join(", ")))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+struct Settings {
+    target: Version,
+    pre_pull: bool,
+    kubelets: bool,
+    timeout: Duration,
+    check_mode: bool,
+}
+
+async fn read_node(
+    t: &Target,
+    creds: &ferro_talos_client::Credentials,
+    opts: ferro_talos_client::ConnectOptions,
+    control_plane: bool,
+) -> Result<NodeView, ModuleError> {
+    let fail = |e: ferro_talos_client::ClientError| ModuleError::new(e.to_string());
+    let client = connection::connect(t, creds, opts).await.map_err(fail)?;
+    let version = client.version().await.map_err(fail)?;
+    let tag = version.version.map(|v| v.tag).unwrap_or_default();
+    let talos = parse_version(&tag).map_err(|_| {
+        ModuleError::new(format!(
+            "{}: the node reports Talos version {tag:?}, which is not a semantic version",
+            t.node
+        ))
+    })?;
+    let config = read_config(&client, &t.node).await?;
+    let v1 = config.v1alpha1().cloned().unwrap_or(Value::Null);
+    let machine_type = v1
+        .pointer("/machine/type")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let is_control_plane = matches!(machine_type, "controlplane" | "init");
+    if is_control_plane != control_plane {
+        let (listed, is) = if control_plane {
+            ("control_plane_nodes", "a worker")
+        } else {
+            ("worker_nodes", "a control plane")
+        };
+        return Err(ModuleError::new(format!(
+            "{}: listed in {listed}, but its machine config makes it {is} (machine.type {machine_type:?}); \
+             list it where it belongs",
+            t.node
+        )));
+    }
+    let components =
+        kubernetes_components(&v1).map_err(|why| ModuleError::new(format!("{}: {why}", t.node)))?;
+    Ok(NodeView {
+        address: t.node.clone(),
+        control_plane,
+        client,
+        talos,
+        config,
+        components,
+    })
+}
+
+async fn read_config(client: &TalosClient, node: &str) -> Result<MachineConfig, ModuleError> {
+    let bytes = client
+        .get_machine_config()
+        .await
+        .map_err(|e| ModuleError::new(e.to_string()))?;
+    let text = std::str::from_utf8(&bytes)
+        .map_err(|_| ModuleError::new(format!("{node}: the machine config is not UTF-8 text")))?;
+    let cfg = MachineConfig::parse(text)
+        .map_err(|e| ModuleError::new(format!("{node}: cannot parse the machine config: {e:#}")))?;
+    if cfg.v1alpha1().is_none() {
+        return Err(ModuleError::new(format!(
+            "{node}: the machine config has no v1alpha1 document"
+        )));
+    }
+    Ok(cfg)
+}
+
+struct Upgrade<'a> {
+    settings: &'a Settings,
+    nodes: Vec<NodeView>,
+    /// The task's `node` (through `endpoint`): where Talos issues a kubeconfig if needed.
+    entry: TalosClient,
+    kube_credentials: &'a KubeCredentials,
+    /// Steps done so far, for the failure message.
+    moved: Vec<String>,
+    warnings: Vec<String>,
+    prepulled: Vec<Value>,
+}
+
+type Planned = (Vec<(Step, &'static str)>, Version);
+
+impl Upgrade<'_> {
+    async fn run(&mut self) -> Result<Planned, ModuleError> {
+        let target = self.settings.target.clone();
+        check(&self.nodes, &target).map_err(ModuleError::new)?;
+        let steps = plan(&self.nodes, &target, self.settings.kubelets);
+        let current = steps
+            .iter()
+            .map(|s| s.component.version.clone())
+            .min()
+            .unwrap_or_else(|| target.clone());
+        let in_use = removed_in_use(&self.nodes, &target);
+        if !in_use.is_empty() {
+            let items: Vec<String> = in_use
+                .iter()
+                .map(|u| {
+                    format!(
+                        "{}: {} {} {} (at {})",
+                        u.node, u.component, u.what, u.value, u.path
+                    )
+                })
+                .collect();
+            return Err(ModuleError::new(format!(
+                "Kubernetes {target} removes what the cluster still uses: {}; remove these settings (talos_config \
+                 patches) before upgrading; nothing was changed",
+                items.join("; ")
+            )));
+        }
+        let moving = steps.iter().any(Step::changes);
+        if !moving {
+            return Ok((
+                steps.into_iter().map(|s| (s, "at target")).collect(),
+                current,
+            ));
+        }
+        let kube = self.kube().await?;
+        self.removed_resources(&kube, &current, &target).await?;
+        if self.settings.check_mode {
+            let planned = steps
+                .into_iter()
+                .map(|s| {
+                    let state = if s.changes() {
+                        "would move"
+                    } else {
+                        "at target"
+                    };
+                    (s, state)
+                })
+                .collect();
+            return Ok((planned, current));
+        }
+        if self.settings.pre_pull {
+            self.pre_pull(&steps).await?;
+        }
+        let mut done = Vec::new();
+        for step in steps {
+            let state = self.apply_step(&kube, &step).await?;
+            self.moved
+                .push(format!("{} on {}", step.phase.name(), step.node));
+            done.push((step, state));
+        }
+        Ok((done, current))
+    }
+
+    fn node(&self, address: &str) -> &NodeView {
+        self.nodes
+            .iter()
+            .find(|n| n.address == address)
+            .expect("every step's node was read")
+    }
+
+    /// The Kubernetes API, through the first control plane's cluster endpoint.
+    async fn kube(&self) -> Result<Kube, ModuleError> {
+        let first = self
+            .nodes
+            .iter()
+            .find(|n| n.control_plane)
+            .ok_or_else(|| ModuleError::new("control_plane_nodes is empty"))?;
+        let endpoint = first
+            .config
+            .v1alpha1()
+            .and_then(|v| v.pointer("/cluster/controlPlane/endpoint"))
+            .and_then(Value::as_str);
+        let access = self
+            .kube_credentials
+            .access(
+                &first.address,
+                &self.entry,
+                endpoint,
+                "point node at a control plane",
+            )
+            .await
+            .map_err(ModuleError::new)?;
+        access
+            .connect()
+            .await
+            .map_err(|e| ModuleError::new(format!("{}: {e}; nothing was changed", first.address)))
+    }
+
+    /// API resources the next minor no longer serves, refused while objects of them exist.
+    async fn removed_resources(
+        &self,
+        kube: &Kube,
+        current: &Version,
+        target: &Version,
+    ) -> Result<(), ModuleError> {
+        let Some(r) = kubernetes_removed::removals(current.minor, target.minor) else {
+            return Ok(());
+        };
+        let mut found = Vec::new();
+        for resource in r.api_resources {
+            let Some(path) = kubernetes_removed::api_path(resource) else {
+                continue;
+            };
+            match kube.count(&path).await {
+                Ok(Some(n)) if n > 0 => found.push(format!("{n} {resource}")),
+                Ok(_) => {}
+                Err(e) => {
+                    return Err(ModuleError::new(format!(
+                        "cannot check for removed API resources: {e}; nothing was changed"
+                    )));
+                }
+            }
+        }
+        if found.is_empty() {
+            return Ok(());
+        }
+        Err(ModuleError::new(format!(
+            "Kubernetes {target} no longer serves API resources the cluster still stores: {}; migrate them to a \
+             served version first; nothing was changed",
+            found.join(", ")
+        )))
+    }
+
+    /// Every new image on every node that will run it, as talosctl pre-pulls them: the control
+    /// plane images into the CRI namespace, the kubelet into the system namespace. A node that
+    /// does not implement the legacy pull is skipped (talosctl does the same).
+    async fn pre_pull(&mut self, steps: &[Step]) -> Result<(), ModuleError> {
+        for s in steps.iter().filter(|s| s.changes()) {
+            let namespace = match s.phase {
+                Phase::StaticPod(_) => ContainerdNamespace::NsCri,
+                Phase::Kubelet => ContainerdNamespace::NsSystem,
+                Phase::KubeProxy => continue,
+            };
+            let client = &self.node(&s.node).client;
+            match client
+                .image_pull_legacy(&s.target_image, namespace)
+                .await
+            {
+                Ok(_) => self
+                    .prepulled
+                    .push(json!({"node": s.node, "image": s.target_image})),
+                Err(e) if e.kind == ErrorKind::Unimplemented => self.warnings.push(format!(
+                    "{}: the node cannot pre-pull images (ImagePull is not implemented); {} is pulled when it starts",
+                    s.node, s.target_image
+                )),
+                Err(e) => {
+                    return Err(ModuleError::new(format!(
+                        "{}: pre-pulling {} failed: {e}; nothing was changed",
+                        s.node, s.target_image
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// What has moved and what has not, for a failure message.
+    fn progress(&self, step: &Step) -> String {
+        let moved = if self.moved.is_empty() {
+            "nothing had moved before".to_string()
+        } else {
+            format!("already moved: {}", self.moved.join(", "))
+        };
+        format!(
+            "{moved}; {} and everything after it on the other nodes was not touched",
+            step.phase.name()
+        )
+    }
+
+    async fn apply_step(&mut self, kube: &Kube, step: &Step) -> Result<&'static str, ModuleError> {
+        let deadline = Instant::now() + self.settings.timeout;
+        match step.phase {
+            Phase::StaticPod(component) => {
+                let client = &self.node(&step.node).client;
+                let before = client
+                    .component_config(component)
+                    .await
+                    .map_err(|e| self.step_fail(step, &e.to_string()))?;
+                let expected = if step.changes() {
+                    self.patch(step).await?;
+                    self.wait_config_version(step, component, &before.version, deadline)
+                        .await?
+                } else {
+                    before.version
+                };
+                self.wait_static_pod(kube, step, &expected, deadline)
+                    .await?;
+            }
+            Phase::KubeProxy => {
+                if step.changes() {
+                    self.patch(step).await?;
+                }
+            }
+            Phase::Kubelet => {
+                if step.changes() {
+                    self.patch(step).await?;
+                }
+                self.wait_kubelet(kube, step, deadline).await?;
+            }
+        }
+        Ok(if step.changes() { "moved" } else { "at target" })
+    }
+
+    fn step_fail(&self, step: &Step, why: &str) -> ModuleError {
+        ModuleError::new(format!(
+            "{} on {}: {why}; {}",
+            step.phase.name(),
+            step.node,
+            self.progress(step)
+        ))
+        .with("node", json!(step.node))
+        .with("component", json!(step.phase.name()))
+    }
+
+    /// The node's live config with the step's image, applied without a reboot (talosctl's
+    /// `patchNodeConfig`: mode NO_REBOOT).
+    async fn patch(&self, step: &Step) -> Result<(), ModuleError> {
+        let client = &self.node(&step.node).client;
+        let mut config = read_config(client, &step.node).await?;
+        let Some(slot) = config
+            .v1alpha1_mut()
+            .and_then(|v| v.pointer_mut(step.component.pointer))
+        else {
+            return Err(self.step_fail(step, "the image vanished from the node's config"));
+        };
+        *slot = Value::String(step.target_image.clone());
+        client
+            .apply_configuration(
+                config.to_yaml().as_bytes(),
+                ApplyMode::NoReboot,
+                false,
+                None,
+            )
+            .await
+            .map_err(|e| self.step_fail(step, &format!("applying the new image failed: {e}")))?;
+        Ok(())
+    }
+
+    /// Until the component's config resource has a version other than `before` (Talos has
+    /// rendered the patched config); returns it.
+    async fn wait_config_version(
+        &self,
+        step: &Step,
+        component: StaticPodComponent,
+        before: &str,
+        deadline: Instant,
+    ) -> Result<String, ModuleError> {
+        let client = &self.node(&step.node).client;
+        loop {
+            let last = match client.component_config(component).await {
+                Ok(c) if c.version != before => return Ok(c.version),
+                Ok(c) => format!("its config is still at version {}", c.version),
+                Err(e) => e.to_string(),
+            };
+            if Instant::now() + POLL > deadline {
+                return Err(self.step_fail(
+                    step,
+                    &format!("Talos did not render the new config in time ({last})"),
+                ));
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// Until the node's static pod runs config `version` and is Ready (talosctl's
+    /// `checkPodStatus`). Errors while the API server restarts are part of waiting.
+    async fn wait_static_pod(
+        &self,
+        kube: &Kube,
+        step: &Step,
+        version: &str,
+        deadline: Instant,
+    ) -> Result<(), ModuleError> {
+        let name = step.phase.name();
+        loop {
+            let last = match kube.static_pod(name, &step.node).await {
+                Ok(Some(pod)) if pod.config_version.as_deref() == Some(version) && pod.ready => {
+                    return Ok(());
+                }
+                Ok(Some(pod)) if pod.config_version.as_deref() == Some(version) => {
+                    format!("pod {} runs {} but is not Ready", pod.name, pod.image)
+                }
+                Ok(Some(pod)) => format!(
+                    "pod {} still runs config version {} (waiting for {version})",
+                    pod.name,
+                    pod.config_version.as_deref().unwrap_or("none")
+                ),
+                Ok(None) => format!("no {name} pod reports host IP {}", step.node),
+                Err(e) => e.message,
+            };
+            if Instant::now() + POLL > deadline {
+                return Err(self.step_fail(
+                    step,
+                    &format!(
+                        "the static pod did not become Ready with {} within {} s (last seen: {last}); see \
+                         `talosctl -n {} logs {name}` and `kubectl -n kube-system describe pod`",
+                        step.target_image,
+                        self.settings.timeout.as_secs(),
+                        step.node
+                    ),
+                ));
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// Until the kubelet service runs and the node's Node reports the target version and is
+    /// Ready (talosctl's kubelet wait and `checkNodeKubeletVersion`).
+    async fn wait_kubelet(
+        &self,
+        kube: &Kube,
+        step: &Step,
+        deadline: Instant,
+    ) -> Result<(), ModuleError> {
+        let want = format!("v{}", self.settings.target);
+        let client = &self.node(&step.node).client;
+        loop {
+            let last = match kubelet_state(client, kube, &step.node, &want).await {
+                Ok(()) => return Ok(()),
+                Err(last) => last,
+            };
+            if Instant::now() + POLL > deadline {
+                return Err(self.step_fail(
+                    step,
+                    &format!(
+                        "the Node did not report kubelet {want} and Ready within {} s (last seen: {last}); see \
+                         `talosctl -n {} logs kubelet`",
+                        self.settings.timeout.as_secs(),
+                        step.node
+                    ),
+                ));
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+}
+
+async fn kubelet_state(
+    client: &TalosClient,
+    kube: &Kube,
+    address: &str,
+    want: &str,
+) -> Result<(), String> {
+    let services = client.service_list().await.map_err(|e| e.to_string())?;
+    match services.iter().find(|s| s.id == "kubelet") {
+        Some(s) if s.state == "Running" => {}
+        Some(s) => return Err(format!("the kubelet service is {}", s.state)),
+        None => return Err("the kubelet service is not listed".into()),
+    }
+    match kube.node_by_address(address).await {
+        Ok(Some(n)) if n.kubelet_version == want && n.ready => Ok(()),
+        Ok(Some(n)) if n.kubelet_version == want => Err(format!("Node {} is not Ready", n.name)),
+        Ok(Some(n)) => Err(format!(
+            "Node {} reports kubelet {}",
+            n.name, n.kubelet_version
+        )),
+        Ok(None) => Err(format!("no Node lists the address {address}")),
+        Err(e) => Err(e.message),
+    }
+}
