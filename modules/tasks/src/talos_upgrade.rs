@@ -9,7 +9,8 @@ use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Opt, Params, Sp
 use ferro_talos_client::proto::common::ContainerdNamespace;
 use ferro_talos_client::{
     ApplyMode, ClientError, ConnectOptions, Credentials, ErrorKind, RebootMode, SequenceFailure,
-    TalosClient, UpgradeRebootMode, containerd_system, sequence_failure, wait_for_reboot,
+    StaticPodComponent, TalosClient, UpgradeRebootMode, containerd_system, sequence_failure,
+    wait_for_reboot,
 };
 use ferro_talos_config::MachineConfig;
 use semver::Version;
@@ -821,6 +822,10 @@ async fn upgrade_node(
             if let Some(plan) = &k8s_plan {
                 upgrade_kubernetes(&client, plan, deadline, report).await?;
                 done.push(format!("Kubernetes {} -> {}", plan.current, plan.target));
+                report.warnings.push(format!(
+                    "{}: only this node's Kubernetes components moved; across a cluster a node's new kubelet must not                      run ahead of other control planes' API servers, so upgrade a cluster with                      ferro.talos.talos_kubernetes_upgrade (talosctl upgrade-k8s's order, waiting for each pod and Node)",
+                    target.node
+                ));
             }
         }
     }
@@ -1264,6 +1269,19 @@ async fn upgrade_kubernetes(
         }
         expected.push((c.pointer, new_image));
     }
+    // What the control plane's config resources say before the apply: after it, each moved
+    // component's resource must reach a new version (Talos rendered the new image), as
+    // talosctl waits for before it looks at the pod.
+    let mut rendered = Vec::new();
+    for component in StaticPodComponent::ALL {
+        let moves = plan
+            .components
+            .iter()
+            .any(|c| c.name == component.name() && c.version != plan.target);
+        if moves && let Ok(before) = client.component_config(component).await {
+            rendered.push((component, before.version));
+        }
+    }
     let yaml = config.to_yaml();
     let applied = client
         .apply_configuration(yaml.as_bytes(), ApplyMode::NoReboot, false, None)
@@ -1273,7 +1291,7 @@ async fn upgrade_kubernetes(
     report.warnings.extend(applied.warnings);
     report.set("manifests_not_synced", plan.unsynced_manifests());
     loop {
-        let last = match kubernetes_healthy(client, &expected).await {
+        let last = match kubernetes_healthy(client, &expected, &rendered).await {
             Ok(()) => return Ok(()),
             Err(state) => state,
         };
@@ -1287,11 +1305,25 @@ async fn upgrade_kubernetes(
     }
 }
 
-/// Version answers, the config reads back with the new images, kubelet runs.
+/// Version answers, the control plane's component configs have new versions, the config reads
+/// back with the new images, kubelet runs.
 async fn kubernetes_healthy(
     client: &TalosClient,
     expected: &[(&str, String)],
+    rendered: &[(StaticPodComponent, String)],
 ) -> Result<(), String> {
+    for (component, before) in rendered {
+        let now = client
+            .component_config(*component)
+            .await
+            .map_err(|e| e.to_string())?;
+        if &now.version == before {
+            return Err(format!(
+                "Talos has not rendered the new {} config yet",
+                component.name()
+            ));
+        }
+    }
     client.version().await.map_err(|e| e.to_string())?;
     let bytes = client
         .get_machine_config()
