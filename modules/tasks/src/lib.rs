@@ -9,6 +9,7 @@ pub mod connection;
 pub mod files;
 mod kube_access;
 mod kubernetes_removed;
+mod options;
 pub mod talos_apply;
 pub mod talos_bootstrap;
 pub mod talos_config;

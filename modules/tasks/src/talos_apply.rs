@@ -82,8 +82,8 @@ fn request(ctx: &mut Context, p: &Params) -> Result<Request, ModuleError> {
         "try" => ApplyMode::Try,
         _ => ApplyMode::Auto,
     };
-    let try_timeout = seconds(p, "try_timeout", 1, 86_400)?;
-    let timeout = seconds(p, "timeout", 1, 86_400)?;
+    let try_timeout = crate::options::wait_seconds(p, "try_timeout", 1)?;
+    let timeout = crate::options::wait_seconds(p, "timeout", 1)?;
     let expected_address = p
         .str("expected_address")
         .map(str::trim)
@@ -130,16 +130,6 @@ fn check_machine_type(req: &Request, live: &MachineConfig) -> Result<(), ModuleE
     .with("node", req.target.node.clone())
     .with("live_machine_type", running)
     .with("machine_type", wanted))
-}
-
-fn seconds(p: &Params, name: &str, min: i64, max: i64) -> Result<Duration, ModuleError> {
-    let v = p.int(name).unwrap_or(min);
-    if !(min..=max).contains(&v) {
-        return Err(ModuleError::new(format!(
-            "{name} must be between {min} and {max} seconds, got {v}"
-        )));
-    }
-    Ok(Duration::from_secs(v as u64))
 }
 
 async fn apply(

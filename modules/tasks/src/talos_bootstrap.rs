@@ -36,13 +36,7 @@ enum Members {
 
 pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
     let target = Target::from_params(p)?;
-    let timeout = p.int("timeout").unwrap_or(300);
-    if !(1..=86_400).contains(&timeout) {
-        return Err(ModuleError::new(format!(
-            "timeout must be between 1 and 86400 seconds, got {timeout}"
-        )));
-    }
-    let timeout = Duration::from_secs(timeout as u64);
+    let timeout = crate::options::wait_seconds(p, "timeout", 300)?;
     let others: Vec<String> = p
         .str_list("control_plane_nodes")
         .unwrap_or_default()

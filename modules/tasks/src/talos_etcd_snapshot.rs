@@ -24,15 +24,10 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
             dest.display().to_string()
         )));
     }
-    let timeout = p.int("timeout").unwrap_or(600);
-    if !(1..=86_400).contains(&timeout) {
-        return Err(ModuleError::new(format!(
-            "timeout must be between 1 and 86400 seconds, got {timeout}"
-        )));
-    }
+    let timeout = crate::options::wait_seconds(p, "timeout", 600)?;
     let (creds, _) = connection::require_credentials(ctx, p)?;
     let mut opts = connection::connect_options(p, Duration::from_secs(30))?;
-    opts.stream_timeout = Duration::from_secs(timeout as u64);
+    opts.stream_timeout = timeout;
     let result = ModuleResult::changed()
         .with("node", target.node.clone())
         .with("dest", dest.display().to_string());

@@ -29,7 +29,6 @@ const CONTROL_PLANE_SERVICES: &[&str] = &["etcd", "trustd"];
 const POLL_INTERVAL: Duration = Duration::from_secs(2);
 /// Upper bound of one unary call, so one hung node cannot eat the whole timeout.
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
-const MAX_TIMEOUT: i64 = 86_400;
 
 pub fn spec() -> Spec {
     with_connection_options(Spec::new())
@@ -148,13 +147,7 @@ impl Outcome {
 
 pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
     let target = Target::from_params(p)?;
-    let timeout = p.int("timeout").unwrap_or(300);
-    if !(1..=MAX_TIMEOUT).contains(&timeout) {
-        return Err(ModuleError::new(format!(
-            "timeout must be a number of seconds between 1 and {MAX_TIMEOUT}, got {timeout}"
-        )));
-    }
-    let timeout = Duration::from_secs(timeout as u64);
+    let timeout = crate::options::wait_seconds(p, "timeout", 300)?;
     let control_planes = node_list(p, "control_plane_nodes")?;
     let workers = node_list(p, "worker_nodes")?.unwrap_or_default();
     if let Some(both) = control_planes

@@ -193,17 +193,12 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
             "worker_nodes: {both} is also listed in control_plane_nodes; a node is either a control plane or a worker"
         )));
     }
-    let timeout = p.int("timeout").unwrap_or(DEFAULT_TIMEOUT_SECS);
-    if !(1..=86400).contains(&timeout) {
-        return Err(ModuleError::new(format!(
-            "timeout must be between 1 and 86400 seconds, got {timeout}"
-        )));
-    }
+    let timeout = crate::options::wait_seconds(p, "timeout", DEFAULT_TIMEOUT_SECS)?;
     let settings = Settings {
         target,
         pre_pull: p.bool("pre_pull"),
         kubelets: p.bool("upgrade_kubelet"),
-        timeout: Duration::from_secs(timeout as u64),
+        timeout,
         check_mode: ctx.check_mode,
     };
     let first = Target::from_params(p)?;

@@ -194,19 +194,14 @@ fn plan(p: &Params) -> Result<Plan, ModuleError> {
             "user_disks: {bad:?} is not a device path; write it like /dev/sdb or /dev/nvme1n1"
         )));
     }
-    let timeout = p.int("timeout").unwrap_or(600);
-    if !(1..=86_400).contains(&timeout) {
-        return Err(ModuleError::new(format!(
-            "timeout must be between 1 and 86400 seconds, got {timeout}"
-        )));
-    }
+    let timeout = crate::options::wait_seconds(p, "timeout", 600)?;
     Ok(Plan {
         wipe,
         user_disks,
         graceful: p.bool("graceful"),
         reboot: p.bool("reboot"),
         wait: p.bool("wait"),
-        timeout: Duration::from_secs(timeout as u64),
+        timeout,
     })
 }
 

@@ -117,19 +117,10 @@ impl Request {
             ),
             None => None,
         };
-        let timeout = p.int("timeout").unwrap_or(DEFAULT_TIMEOUT_SECS);
-        if !(1..=86400).contains(&timeout) {
-            return Err(ModuleError::new(format!(
-                "timeout must be between 1 and 86400 seconds, got {timeout}"
-            )));
-        }
+        let timeout = crate::options::wait_seconds(p, "timeout", DEFAULT_TIMEOUT_SECS)?;
         let wait = p.bool("wait");
-        let drain_timeout = p.int("drain_timeout").unwrap_or(DEFAULT_DRAIN_TIMEOUT_SECS);
-        if !(1..=86400).contains(&drain_timeout) {
-            return Err(ModuleError::new(format!(
-                "drain_timeout must be between 1 and 86400 seconds, got {drain_timeout}"
-            )));
-        }
+        let drain_timeout =
+            crate::options::wait_seconds(p, "drain_timeout", DEFAULT_DRAIN_TIMEOUT_SECS)?;
         let drain = p.bool("drain");
         if drain && !wait && os.is_some() {
             return Err(ModuleError::new(
@@ -149,10 +140,10 @@ impl Request {
             stage: p.bool("stage"),
             powercycle: p.str("reboot_mode") == Some("powercycle"),
             wait,
-            timeout: Duration::from_secs(timeout as u64),
+            timeout,
             drain: DrainOptions {
                 enabled: drain,
-                timeout: Duration::from_secs(drain_timeout as u64),
+                timeout: drain_timeout,
             },
         })
     }
