@@ -110,6 +110,7 @@ def test_talos_sim_conforms_to_itself(sim_factory, ansible, tmp_path):
         "module talos_info", "module talos_apply (own live config)", "module talos_upgrade (to its own version)",
         "module talos_reset", "module talos_health", "module talos_bootstrap (already bootstrapped)",
         "module talos_kubeconfig (to a new file)", "module talos_etcd_snapshot (to a new file)",
+        "module talos_kubernetes_upgrade (to its own version)",
     ):
         assert expected in probes, expected
     assert len(re.findall(r"^same ", report, re.M)) == len(result["probes"])
@@ -117,6 +118,7 @@ def test_talos_sim_conforms_to_itself(sim_factory, ansible, tmp_path):
     # A converged cluster is its own idempotence check: its own config and version change nothing.
     assert by_key[("cp1", "module talos_apply (own live config)")]["facts"]["changed"] == "false"
     assert by_key[("w1", "module talos_upgrade (to its own version)")]["facts"]["changed"] == "false"
+    assert by_key[("cp1", "module talos_kubernetes_upgrade (to its own version)")]["facts"]["changed"] == "false"
     # Node-specific values are placeholders: the nodes' addresses appear nowhere.
     for address in sim.addresses:
         assert address not in report and address not in json.dumps(result)

@@ -89,7 +89,27 @@ impl ModuleProbes<'_> {
                 .collect()
         };
         let in_workdir = |name: &str| json!(self.workdir.join(name).display().to_string());
+        // The version the API server runs now: asking for it is a cluster-wide idempotence check.
+        let kubernetes = first_cp
+            .parsed_config
+            .v1alpha1()
+            .and_then(|v| v.pointer("/cluster/apiServer/image"))
+            .and_then(Value::as_str)
+            .and_then(|image| image.split('@').next())
+            .and_then(|image| image.rsplit_once(':'))
+            .map(|(_, tag)| tag.trim_start_matches('v').to_string())
+            .unwrap_or_default();
         vec![
+            self.run(
+                "talos_kubernetes_upgrade",
+                " (to its own version)",
+                first_cp,
+                json!({
+                    "control_plane_nodes": addresses(true),
+                    "worker_nodes": addresses(false),
+                    "kubernetes_version": kubernetes,
+                }),
+            ),
             self.run(
                 "talos_health",
                 "",
