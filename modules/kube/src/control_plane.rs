@@ -3,7 +3,9 @@
 //! `pkg/cluster/kubernetes/talos_managed.go` `checkPodStatus` and `kubelet.go`
 //! `checkNodeKubeletVersion` at v1.13.9: pods of `kube-system` with label `k8s-app=<component>`
 //! whose `status.hostIP` is the node, Nodes with the node among `status.addresses`), and how many
-//! objects of an API resource Kubernetes still stores.
+//! objects of an API resource Kubernetes still stores. When Talos names the node's Node
+//! (COSI `k8s/Nodename`), pods and the Node are found by that name instead, so the address the
+//! controller uses need not be one the node reports.
 
 use kube::core::params::ListParams;
 
@@ -24,10 +26,14 @@ pub struct StaticPodState {
 }
 
 impl Kube {
-    /// The static pod of `component` on the node at `address`, if the API server lists one.
+    /// The static pod of `component` on a node, if the API server lists one: the pod bound to
+    /// the Node `node_name` when the node's Kubernetes name is known (so an address the
+    /// controller uses, a NAT or a VIP, need not be the node's own), else the pod whose host IP
+    /// is `address`, as talosctl matches it.
     pub async fn static_pod(
         &self,
         component: &str,
+        node_name: Option<&str>,
         address: &str,
     ) -> Result<Option<StaticPodState>> {
         let params = ListParams::default().labels(&format!("k8s-app={component}"));
@@ -38,7 +44,10 @@ impl Kube {
         Ok(list
             .items
             .into_iter()
-            .find(|p| p.status.host_ip == address)
+            .find(|p| match node_name {
+                Some(name) => p.spec.node_name == name,
+                None => p.status.host_ip == address,
+            })
             .map(|p| StaticPodState {
                 ready: p
                     .status

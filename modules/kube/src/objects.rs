@@ -87,9 +87,10 @@ pub struct Pod {
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default)]
+#[serde(rename_all = "camelCase", default)]
 pub struct PodSpec {
     pub containers: Vec<Container>,
+    pub node_name: String,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]

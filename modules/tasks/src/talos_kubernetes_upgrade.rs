@@ -103,6 +103,8 @@ impl Step {
 /// One node as read before anything moves.
 struct NodeView {
     address: String,
+    /// The name its kubelet registers (COSI `k8s/Nodename`); None when Talos does not say.
+    node_name: Option<String>,
     control_plane: bool,
     client: TalosClient,
     talos: Version,
@@ -341,8 +343,11 @@ async fn read_node(
     }
     let components =
         kubernetes_components(&v1).map_err(|why| ModuleError::new(format!("{}: {why}", t.node)))?;
+    // Older nodes may not serve it: the pod and the Node are then found by address.
+    let node_name = client.nodename().await.ok().flatten();
     Ok(NodeView {
         address: t.node.clone(),
+        node_name,
         control_plane,
         client,
         talos,
@@ -666,8 +671,9 @@ impl Upgrade<'_> {
         deadline: Instant,
     ) -> Result<(), ModuleError> {
         let name = step.phase.name();
+        let node_name = self.node(&step.node).node_name.as_deref();
         loop {
-            let last = match kube.static_pod(name, &step.node).await {
+            let last = match kube.static_pod(name, node_name, &step.node).await {
                 Ok(Some(pod)) if pod.config_version.as_deref() == Some(version) && pod.ready => {
                     return Ok(());
                 }
@@ -679,7 +685,10 @@ impl Upgrade<'_> {
                     pod.name,
                     pod.config_version.as_deref().unwrap_or("none")
                 ),
-                Ok(None) => format!("no {name} pod reports host IP {}", step.node),
+                Ok(None) => match node_name {
+                    Some(n) => format!("no {name} pod runs on Node {n}"),
+                    None => format!("no {name} pod reports host IP {}", step.node),
+                },
                 Err(e) => e.message,
             };
             if Instant::now() + POLL > deadline {
@@ -707,9 +716,9 @@ impl Upgrade<'_> {
         deadline: Instant,
     ) -> Result<(), ModuleError> {
         let want = format!("v{}", self.settings.target);
-        let client = &self.node(&step.node).client;
+        let node = self.node(&step.node);
         loop {
-            let last = match kubelet_state(client, kube, &step.node, &want).await {
+            let last = match kubelet_state(node, kube, &want).await {
                 Ok(()) => return Ok(()),
                 Err(last) => last,
             };
@@ -729,26 +738,29 @@ impl Upgrade<'_> {
     }
 }
 
-async fn kubelet_state(
-    client: &TalosClient,
-    kube: &Kube,
-    address: &str,
-    want: &str,
-) -> Result<(), String> {
-    let services = client.service_list().await.map_err(|e| e.to_string())?;
+async fn kubelet_state(node: &NodeView, kube: &Kube, want: &str) -> Result<(), String> {
+    let services = node
+        .client
+        .service_list()
+        .await
+        .map_err(|e| e.to_string())?;
     match services.iter().find(|s| s.id == "kubelet") {
         Some(s) if s.state == "Running" => {}
         Some(s) => return Err(format!("the kubelet service is {}", s.state)),
         None => return Err("the kubelet service is not listed".into()),
     }
-    match kube.node_by_address(address).await {
+    let found = match &node.node_name {
+        Some(name) => kube.node(name).await.map(Some),
+        None => kube.node_by_address(&node.address).await,
+    };
+    match found {
         Ok(Some(n)) if n.kubelet_version == want && n.ready => Ok(()),
         Ok(Some(n)) if n.kubelet_version == want => Err(format!("Node {} is not Ready", n.name)),
         Ok(Some(n)) => Err(format!(
             "Node {} reports kubelet {}",
             n.name, n.kubelet_version
         )),
-        Ok(None) => Err(format!("no Node lists the address {address}")),
+        Ok(None) => Err(format!("no Node lists the address {}", node.address)),
         Err(e) => Err(e.message),
     }
 }
