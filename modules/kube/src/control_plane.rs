@@ -12,7 +12,7 @@ use kube::core::params::ListParams;
 use crate::access::Kube;
 use crate::error::Result;
 use crate::nodes::NodeState;
-use crate::objects::{NODES, Node, Pod, pods};
+use crate::objects::{NODES, Node, Pod, condition_true, pods};
 
 /// The annotation Talos writes on a static pod: the version of the config resource it runs.
 pub const CONFIG_VERSION_ANNOTATION: &str = "talos.dev/config-version";
@@ -49,11 +49,7 @@ impl Kube {
                 None => p.status.host_ip == address,
             })
             .map(|p| StaticPodState {
-                ready: p
-                    .status
-                    .conditions
-                    .iter()
-                    .any(|c| c.kind == "Ready" && c.status == "True"),
+                ready: condition_true(&p.status.conditions, "Ready"),
                 image: p
                     .spec
                     .containers

@@ -6,7 +6,7 @@ use serde_json::json;
 
 use crate::access::Kube;
 use crate::error::{KubeError, KubeErrorKind, Result};
-use crate::objects::{NODES, Node};
+use crate::objects::{NODES, Node, condition_true};
 
 /// How often a wait for a Node asks again (talosctl polls every 5 s; a shorter interval costs the
 /// API server little and ends the wait sooner).
@@ -26,11 +26,7 @@ impl NodeState {
         NodeState {
             name: name.to_string(),
             unschedulable: n.spec.unschedulable == Some(true),
-            ready: n
-                .status
-                .conditions
-                .iter()
-                .any(|c| c.kind == "Ready" && c.status == "True"),
+            ready: condition_true(&n.status.conditions, "Ready"),
             kubelet_version: n.status.node_info.kubelet_version.clone(),
             boot_id: n.status.node_info.boot_id.clone(),
         }

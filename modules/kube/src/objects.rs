@@ -42,6 +42,13 @@ pub struct Condition {
     pub status: String,
 }
 
+/// Whether the condition `kind` is `True` (how Nodes and Pods say Ready).
+pub fn condition_true(conditions: &[Condition], kind: &str) -> bool {
+    conditions
+        .iter()
+        .any(|c| c.kind == kind && c.status == "True")
+}
+
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(default)]
 pub struct Node {
