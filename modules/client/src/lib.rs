@@ -25,6 +25,7 @@ mod control_plane;
 mod credentials;
 mod endpoint;
 mod error;
+mod manifests;
 mod talosconfig;
 mod wait;
 
@@ -37,6 +38,7 @@ pub use control_plane::{ComponentConfig, StaticPodComponent};
 pub use credentials::{CredentialOrigin, Credentials, spki_fingerprint};
 pub use endpoint::{DEFAULT_PORT, Endpoint};
 pub use error::{ClientError, ErrorKind, Result};
+pub use manifests::{BootstrapManifest, struct_to_json};
 pub use talosconfig::{
     Context, TalosConfig, load_talosconfig, read_talosconfig, resolve_path, select_context,
 };
