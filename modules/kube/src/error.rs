@@ -15,6 +15,10 @@ pub enum KubeErrorKind {
     NotFound,
     /// A drain did not finish before its deadline.
     DrainTimeout,
+    /// A live object belongs to someone else (another inventory), so the sync leaves it alone.
+    Conflict,
+    /// Applied objects did not become ready (kstatus `Current`) in time, or failed.
+    NotReconciled,
     Other,
 }
 
