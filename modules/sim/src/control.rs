@@ -8,7 +8,7 @@
 //!   "etcd_down":false,"reject_config":"text","slow_ms":2000}` (only the given fields change;
 //!   null clears), or one fault by name: `{"op":"fault","node":0,"kind":"slow","delay_ms":2000}`
 //!   (kinds: never_return, unreachable, firewalled, etcd_down, upgrade_mutex_held, installer_fails,
-//!   apiserver_never_ready, kubelet_version_stuck, slow),
+//!   apiserver_never_ready, kubelet_version_stuck, daemonset_rollout_stuck, slow),
 //! `{"op":"clear_faults","node":0}`, `{"op":"health_fail","text":"..."}` (null clears),
 //! `{"op":"set_version","node":0,"version":"v1.10.3"}`, `{"op":"downtime","ms":1500}`,
 //! `{"op":"kube"}` (the Kubernetes API's nodes, pods and the log of cordons, evictions and
@@ -159,6 +159,7 @@ fn set_fault_kind(faults: &mut Faults, kind: &Value, req: &Value) -> Result<()> 
         Some("installer_fails") => faults.installer_fails = true,
         Some("apiserver_never_ready") => faults.apiserver_never_ready = true,
         Some("kubelet_version_stuck") => faults.kubelet_version_stuck = true,
+        Some("daemonset_rollout_stuck") => faults.daemonset_rollout_stuck = true,
         Some("slow") => {
             let ms = req
                 .get("delay_ms")
@@ -167,7 +168,7 @@ fn set_fault_kind(faults: &mut Faults, kind: &Value, req: &Value) -> Result<()> 
             faults.slow_ms = Some(ms);
         }
         _ => bail!(
-            "unknown fault kind {kind}; expected never_return, unreachable, firewalled, etcd_down, upgrade_mutex_held, installer_fails, apiserver_never_ready, kubelet_version_stuck or slow (next_address and reject_config are set by field)"
+            "unknown fault kind {kind}; expected never_return, unreachable, firewalled, etcd_down, upgrade_mutex_held, installer_fails, apiserver_never_ready, kubelet_version_stuck, daemonset_rollout_stuck or slow (next_address and reject_config are set by field)"
         ),
     }
     Ok(())
@@ -272,6 +273,11 @@ fn handle(shared: &Arc<Shared>, line: &str) -> Result<Value> {
                         faults.kubelet_version_stuck = v
                             .as_bool()
                             .context("kubelet_version_stuck: expected a bool")?
+                    }
+                    "daemonset_rollout_stuck" => {
+                        faults.daemonset_rollout_stuck = v
+                            .as_bool()
+                            .context("daemonset_rollout_stuck: expected a bool")?
                     }
                     "upgrade_mutex_held" => {
                         faults.upgrade_mutex_held =

@@ -242,6 +242,27 @@ impl Cluster {
         kube::snapshot(&self.shared)
     }
 
+    /// One request to the Kubernetes API server of control plane `serving`, as an admin
+    /// (system:masters) and without TLS: for tests of the API's answers. Returns the status
+    /// code and the JSON body.
+    pub fn kube_request(
+        &self,
+        serving: usize,
+        method: &str,
+        path_and_query: &str,
+        content_type: Option<&str>,
+        body: &[u8],
+    ) -> (u16, serde_json::Value) {
+        kube::request(
+            &self.shared,
+            serving,
+            method,
+            path_and_query,
+            content_type,
+            body,
+        )
+    }
+
     /// Change a node's faults in place.
     pub fn update_faults(&self, index: usize, f: impl FnOnce(&mut Faults)) -> Result<()> {
         control::update_faults(&self.shared, index, f)

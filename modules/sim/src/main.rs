@@ -66,7 +66,7 @@ enum Command {
         #[arg(long)]
         node: String,
         /// never_return, unreachable, firewalled, etcd_down, upgrade_mutex_held, installer_fails,
-        /// apiserver_never_ready, kubelet_version_stuck or slow.
+        /// apiserver_never_ready, kubelet_version_stuck, daemonset_rollout_stuck or slow.
         #[arg(long, required_unless_present = "clear")]
         kind: Option<String>,
         /// For --kind slow: how long every answer of the node is delayed.

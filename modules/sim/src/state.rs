@@ -57,6 +57,9 @@ pub struct Faults {
     /// The kubelet restarts with a new image but the Node keeps reporting the old version (the
     /// new binary failed and the old one came back).
     pub kubelet_version_stuck: bool,
+    /// DaemonSet pods this node runs never become Ready once their DaemonSet's generation
+    /// changed (a new image that crash-loops here), so the rollout never finishes.
+    pub daemonset_rollout_stuck: bool,
 }
 
 impl Faults {
@@ -95,6 +98,9 @@ impl Faults {
         }
         if self.kubelet_version_stuck {
             out.push("kubelet_version_stuck".into());
+        }
+        if self.daemonset_rollout_stuck {
+            out.push("daemonset_rollout_stuck".into());
         }
         if out.is_empty() {
             "-".into()

@@ -88,6 +88,8 @@ async fn nodes_follow_talos_and_cordons_stick() {
         .as_array()
         .unwrap()
         .iter()
+        // Object writes (Talos's bootstrap manifests) concern no node.
+        .filter(|e| e["node"] != "")
         .map(|e| e["action"].as_str().unwrap())
         .collect();
     assert_eq!(actions, ["cordon", "uncordon", "node_down"]);

@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 
 use super::model::{ApiError, KubeState, node_name};
-use super::render;
+use super::{discovery, objects_api, render};
 use crate::state::Shared;
 use crate::state::State;
 
@@ -16,6 +16,8 @@ pub struct Request<'a> {
     pub query: Option<&'a str>,
     pub content_type: Option<&'a str>,
     pub body: &'a [u8],
+    /// The User-Agent header: its product is a write's default field manager.
+    pub user_agent: Option<&'a str>,
     /// The organisations of the client certificate; None without one.
     pub groups: Option<Vec<String>>,
     /// The control plane that serves the request.
@@ -70,7 +72,7 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-fn query_param(query: Option<&str>, key: &str) -> Option<String> {
+pub(super) fn query_param(query: Option<&str>, key: &str) -> Option<String> {
     query?.split('&').find_map(|pair| {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
         (percent_decode(k) == key).then(|| percent_decode(v))
@@ -109,7 +111,7 @@ fn matches(item: &Value, labels: &[(String, String)], fields: &[(String, String)
             .all(|(k, v)| field(item, k).unwrap_or("") == v)
 }
 
-fn filtered(items: Vec<Value>, query: Option<&str>) -> Result<Vec<Value>, ApiError> {
+pub(super) fn filtered(items: Vec<Value>, query: Option<&str>) -> Result<Vec<Value>, ApiError> {
     let labels = selector(&query_param(query, "labelSelector").unwrap_or_default())?;
     let fields = selector(&query_param(query, "fieldSelector").unwrap_or_default())?;
     Ok(items
@@ -156,6 +158,16 @@ pub fn handle(shared: &Shared, req: &Request<'_>) -> Response {
         ("GET", ["api"]) => Ok(ok(json!({"kind": "APIVersions", "versions": ["v1"],
             "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0",
                 "serverAddress": format!("{}:6443", st.nodes[req.serving].address)}]}))),
+        ("GET", ["api", "v1"]) => discovery::resource_list(&k.objects, "", "v1")
+            .map(ok)
+            .ok_or_else(|| ApiError::not_found("groupversion", "v1")),
+        ("GET", ["apis"]) => Ok(ok(discovery::group_list(&k.objects))),
+        ("GET", ["apis", group]) => discovery::group(&k.objects, group)
+            .map(ok)
+            .ok_or_else(|| ApiError::not_found("group", group)),
+        ("GET", ["apis", group, version]) => discovery::resource_list(&k.objects, group, version)
+            .map(ok)
+            .ok_or_else(|| ApiError::not_found("groupversion", &format!("{group}/{version}"))),
         ("GET", ["api", "v1", "nodes"]) => {
             let items = k
                 .nodes
@@ -260,7 +272,7 @@ pub fn handle(shared: &Shared, req: &Request<'_>) -> Response {
             .find(|b| b.namespace == *ns && b.name == *name)
             .map(|b| ok(render::budget(k, b, st)))
             .ok_or_else(|| ApiError::not_found("poddisruptionbudgets.policy", name)),
-        (_, _) => Ok(not_found()),
+        (_, _) => objects_api::handle(st, req, &segments).unwrap_or_else(|| Ok(not_found())),
     };
     result.unwrap_or_else(err)
 }
@@ -274,6 +286,35 @@ fn budget_list(k: &KubeState, st: &State, rv: u64, namespace: Option<&str>) -> V
         .map(|b| render::budget(k, b, st))
         .collect();
     render::list("PodDisruptionBudgetList", "policy/v1", rv, items)
+}
+
+/// A request as an admin without TLS (`Cluster::kube_request`, for tests).
+pub fn request(
+    shared: &Shared,
+    serving: usize,
+    method: &str,
+    path_and_query: &str,
+    content_type: Option<&str>,
+    body: &[u8],
+) -> (u16, Value) {
+    let (path, query) = match path_and_query.split_once('?') {
+        Some((p, q)) => (p, Some(q)),
+        None => (path_and_query, None),
+    };
+    let r = handle(
+        shared,
+        &Request {
+            method,
+            path,
+            query,
+            content_type,
+            body,
+            user_agent: Some("talos-sim-test/1"),
+            groups: Some(vec!["system:masters".into()]),
+            serving,
+        },
+    );
+    (r.code, r.body)
 }
 
 /// The control protocol's view: nodes, pods and the log, for tests.

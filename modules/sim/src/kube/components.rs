@@ -15,6 +15,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::{Value, json};
 
+use super::manifests::ManifestVersions;
 use crate::mcfg::StoredConfig;
 
 /// How long a component takes to come back after its config changed: a static pod's container
@@ -68,9 +69,21 @@ impl ComponentState {
     }
 }
 
-/// The components of one node; empty in maintenance mode.
+/// The components of one node, and on a control plane the bootstrap manifests it renders;
+/// empty in maintenance mode.
 #[derive(Clone, Debug, Default)]
-pub struct Components(BTreeMap<&'static str, ComponentState>);
+pub struct Components {
+    running: BTreeMap<&'static str, ComponentState>,
+    manifests: ManifestVersions,
+}
+
+fn manifests_of(cfg: &StoredConfig, at: SystemTime) -> ManifestVersions {
+    if cfg.machine_type().is_some_and(|t| t.is_control_plane()) {
+        ManifestVersions::boot(cfg, at)
+    } else {
+        ManifestVersions::default()
+    }
+}
 
 fn source_of(cfg: &StoredConfig, path: &[&str], kind: &str) -> Value {
     let mut at = cfg.v1alpha1();
@@ -101,36 +114,43 @@ impl Components {
         let now = SystemTime::now()
             .checked_sub(at.elapsed())
             .unwrap_or_else(SystemTime::now);
-        Components(
-            COMPONENTS
-                .iter()
-                .map(|(name, path, kind)| {
-                    let source = source_of(cfg, path, kind);
-                    let state = ComponentState {
-                        version: 1,
-                        image: image_of(&source),
-                        source,
-                        previous_image: None,
-                        changed: at,
-                        changed_at: now,
-                    };
-                    (*name, state)
-                })
-                .collect(),
-        )
+        let running = COMPONENTS
+            .iter()
+            .map(|(name, path, kind)| {
+                let source = source_of(cfg, path, kind);
+                let state = ComponentState {
+                    version: 1,
+                    image: image_of(&source),
+                    source,
+                    previous_image: None,
+                    changed: at,
+                    changed_at: now,
+                };
+                (*name, state)
+            })
+            .collect();
+        Components {
+            running,
+            manifests: manifests_of(cfg, now),
+        }
     }
 
     /// A new running config (an apply without a reboot): each component whose settings changed
     /// gets a new resource version and restarts. Returns the components that restart.
     pub fn update(&mut self, cfg: &StoredConfig) -> Vec<&'static str> {
-        if self.0.is_empty() {
+        if self.running.is_empty() {
             *self = Components::boot(Some(cfg), Instant::now());
             return Vec::new();
+        }
+        if cfg.machine_type().is_some_and(|t| t.is_control_plane()) {
+            self.manifests.update(cfg);
+        } else {
+            self.manifests = ManifestVersions::default();
         }
         let mut restarted = Vec::new();
         for (name, path, kind) in COMPONENTS {
             let source = source_of(cfg, path, kind);
-            let Some(state) = self.0.get_mut(name) else {
+            let Some(state) = self.running.get_mut(name) else {
                 continue;
             };
             if state.source == source {
@@ -151,7 +171,12 @@ impl Components {
     }
 
     pub fn get(&self, name: &str) -> Option<&ComponentState> {
-        self.0.get(name)
+        self.running.get(name)
+    }
+
+    /// The Manifest resources (`Manifests.kubernetes.talos.dev`) of a control plane.
+    pub fn manifests(&self) -> &ManifestVersions {
+        &self.manifests
     }
 
     /// The kubelet is being restarted with a new config.

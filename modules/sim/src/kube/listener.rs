@@ -247,6 +247,10 @@ async fn answer(
             query: parts.uri.query(),
             content_type: content_type.as_deref(),
             body: &body,
+            user_agent: parts
+                .headers
+                .get(http::header::USER_AGENT)
+                .and_then(|v| v.to_str().ok()),
             groups,
             serving: idx,
         },

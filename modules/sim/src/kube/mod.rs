@@ -4,12 +4,26 @@
 //! of their config resources (`components.rs`), and their JSON (`render.rs`).
 
 mod api;
+mod apply;
+mod bootstrap;
 mod components;
+mod daemonsets;
+mod deployments;
+mod discovery;
+mod kinds;
 mod listener;
+mod manifests;
 mod model;
+mod objects;
+mod objects_api;
 mod render;
+mod status;
+mod structs;
+mod templates;
+mod writes;
 
-pub use api::snapshot;
+pub use api::{request, snapshot};
 pub use components::Components;
 pub use listener::run;
 pub use model::{KubeState, node_name};
+pub use structs::to_struct;

@@ -114,6 +114,11 @@ pub struct Workload {
     pub replica_set: String,
     pub replica_set_uid: String,
     pub tolerates_control_plane: bool,
+    /// The pods' container name (the workload's name when None).
+    pub container: Option<String>,
+    /// Set for the workload of a stored Deployment (CoreDNS, or one a client applied); None for
+    /// one a test added through the control protocol.
+    pub deployment: Option<super::deployments::DeploymentLink>,
 }
 
 #[derive(Clone, Debug)]
@@ -132,7 +137,9 @@ pub struct Budget {
 pub struct KubeEvent {
     pub seq: u64,
     /// `cordon`, `uncordon`, `evict`, `eviction_blocked`, `node_down`, `node_up`, and `restart`
-    /// (a component Talos runs restarts for a new config; `pod` names the component).
+    /// (a component Talos runs restarts for a new config; `pod` names the component); for writes
+    /// of stored objects `apply`, `create`, `update`, `patch` and `delete`, with an empty `node`
+    /// and `pod` = `Kind/namespace/name` (`Kind/name` when cluster-scoped).
     pub action: &'static str,
     pub node: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -149,7 +156,12 @@ pub struct KubeState {
     pub workloads: Vec<Workload>,
     pub budgets: Vec<Budget>,
     pub log: Vec<KubeEvent>,
-    seeded: bool,
+    /// Every other object clients and Talos wrote (Namespaces, ConfigMaps, DaemonSets, ...).
+    pub objects: super::objects::ObjectStore,
+    /// The pods the DaemonSet controller keeps, by DaemonSet and node.
+    pub daemon_pods: BTreeMap<super::daemonsets::DaemonPodKey, super::daemonsets::DaemonPod>,
+    /// The control-plane configs (digests) Talos's bootstrap apply ran for.
+    pub bootstrap_applied: std::collections::BTreeSet<String>,
 }
 
 /// The Kubernetes API's answer to a request that did not succeed.
@@ -159,7 +171,7 @@ pub struct ApiError {
     pub reason: &'static str,
     pub message: String,
     pub causes: Vec<(&'static str, String)>,
-    pub details_name: Option<(String, &'static str)>,
+    pub details_name: Option<(String, String)>,
 }
 
 impl ApiError {
@@ -169,7 +181,7 @@ impl ApiError {
             reason: "NotFound",
             message: format!("{kind} \"{name}\" not found"),
             causes: vec![],
-            details_name: Some((name.to_string(), kind)),
+            details_name: Some((name.to_string(), kind.to_string())),
         }
     }
     pub fn bad_request(message: impl Into<String>) -> ApiError {
@@ -197,7 +209,7 @@ fn short_hash() -> String {
 }
 
 impl KubeState {
-    fn bump(&mut self) -> u64 {
+    pub(super) fn bump(&mut self) -> u64 {
         self.resource_version += 1;
         self.resource_version
     }
@@ -247,6 +259,8 @@ impl KubeState {
             replica_set: format!("{name}-{}", short_hash()),
             replica_set_uid: uid(),
             tolerates_control_plane,
+            container: None,
+            deployment: None,
         });
         if let Some(min) = min_available {
             self.budgets.push(Budget {
@@ -263,7 +277,8 @@ impl KubeState {
     }
 
     /// Registers every configured node of a bootstrapped cluster (its kubelet registers the Node),
-    /// creates the bootstrap workloads once, and keeps every workload at its replica count.
+    /// lets Talos apply its bootstrap manifests (`bootstrap.rs`), and runs the DaemonSet,
+    /// Deployment and ReplicaSet controllers and the scheduler.
     pub fn refresh(&mut self, st_nodes: &[Node], bootstrapped: bool) {
         if !bootstrapped {
             return;
@@ -306,15 +321,10 @@ impl KubeState {
                 },
             );
         }
-        if !self.seeded && !self.nodes.is_empty() {
-            self.seeded = true;
-            // CoreDNS: two replicas, tolerating the control-plane taint (upstream's manifest).
-            let _ = self.add_workload("kube-system", "coredns", 2, None, true);
-            if let Some(w) = self.workloads.last_mut() {
-                w.labels = BTreeMap::from([("k8s-app".to_string(), "kube-dns".to_string())]);
-                w.image = "registry.k8s.io/coredns/coredns:v1.13.1".into();
-            }
-        }
+        self.seed_namespaces();
+        self.bootstrap_apply(st_nodes);
+        self.sync_daemonsets(st_nodes);
+        self.sync_deployments();
         self.reconcile(st_nodes);
     }
 
@@ -330,6 +340,19 @@ impl KubeState {
                         && p.namespace == self.workloads[wi].namespace
                 })
                 .count() as u32;
+            // Scaled down: the newest pods go first.
+            let extra = have.saturating_sub(self.workloads[wi].replicas) as usize;
+            for _ in 0..extra {
+                let w = &self.workloads[wi];
+                if let Some(pi) = self
+                    .pods
+                    .iter()
+                    .rposition(|p| p.workload == w.name && p.namespace == w.namespace)
+                {
+                    self.pods.remove(pi);
+                    self.bump();
+                }
+            }
             for _ in have..self.workloads[wi].replicas {
                 let w = &mut self.workloads[wi];
                 let pod = PodRecord {
@@ -337,7 +360,7 @@ impl KubeState {
                     namespace: w.namespace.clone(),
                     name: format!("{}-{}", w.replica_set, short_hash()),
                     labels: w.labels.clone(),
-                    container: w.name.clone(),
+                    container: w.container.clone().unwrap_or_else(|| w.name.clone()),
                     image: w.image.clone(),
                     owner: Owner::ReplicaSet {
                         name: w.replica_set.clone(),

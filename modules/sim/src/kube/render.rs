@@ -11,7 +11,7 @@ use time::format_description::well_known::Rfc3339;
 
 use super::model::{
     ApiError, Budget, KubeState, NodeRecord, Owner, PodRecord, STATIC_PODS, config_image,
-    kubelet_image, node_name, node_ready, proxy_image, version_of_image,
+    kubelet_image, node_name, node_ready, version_of_image,
 };
 use crate::state::{Node, State};
 
@@ -286,8 +286,8 @@ fn reported_kubelet_image(n: &Node) -> String {
     previous.unwrap_or_else(|| kubelet_image(cfg))
 }
 
-/// Pods the kubelet and the DaemonSet controller keep on a node: the control plane's static pods
-/// (mirror pods owned by the Node) and the kube-proxy and flannel DaemonSet pods.
+/// Pods the kubelet keeps on a node: the control plane's static pods (mirror pods owned by the
+/// Node).
 fn node_pods(name: &str, rec: &NodeRecord, n: &Node, resource_version: u64) -> Vec<Value> {
     let Some(cfg) = n.active.as_ref() else {
         return vec![];
@@ -361,33 +361,6 @@ fn node_pods(name: &str, rec: &NodeRecord, n: &Node, resource_version: u64) -> V
             }));
         }
     }
-    let mut daemonsets = vec![(
-        "kube-flannel",
-        "ghcr.io/siderolabs/flannel:v0.27.4".to_string(),
-        "k8s-app",
-    )];
-    if let Some(proxy) = proxy_image(cfg) {
-        daemonsets.push(("kube-proxy", proxy, "k8s-app"));
-    }
-    for (ds, image, label) in daemonsets {
-        let labels = BTreeMap::from([(label.to_string(), ds.to_string())]);
-        out.push(pod_json(PodView {
-            namespace: "kube-system",
-            name: format!("{ds}-{}", &stable_uid(&format!("{ds}-{name}"))[..5]),
-            uid: stable_uid(&format!("{ds}-{name}-pod")),
-            labels,
-            annotations: BTreeMap::new(),
-            owner: json!({"apiVersion": "apps/v1", "kind": "DaemonSet", "name": ds,
-                          "uid": stable_uid(&format!("daemonset-{ds}")), "controller": true, "blockOwnerDeletion": true}),
-            node: Some(name),
-            host_ip: host_ip.clone(),
-            container: ds,
-            image,
-            ready,
-            created: rec.created,
-            resource_version,
-        }));
-    }
     out
 }
 
@@ -401,8 +374,58 @@ pub fn pods(k: &KubeState, st: &State, namespace: Option<&str>) -> Vec<Value> {
             out.extend(node_pods(name, rec, n, k.resource_version()));
         }
     }
+    out.extend(daemon_pods(k, st));
     out.extend(k.pods.iter().map(|p| workload_pod(k, p, st)));
     out.retain(|p| namespace.is_none_or(|ns| p["metadata"]["namespace"] == ns));
+    out
+}
+
+/// The DaemonSet controller's pods (kube-proxy, flannel, any DaemonSet a client applied), with
+/// the labels and first container of their DaemonSet's pod template.
+fn daemon_pods(k: &KubeState, st: &State) -> Vec<Value> {
+    let mut out = Vec::new();
+    for (key, p) in &k.daemon_pods {
+        let Some(ds) = k
+            .objects
+            .list("apps", "DaemonSet", Some(&key.namespace))
+            .find(|(dk, _)| dk.name == key.daemonset)
+            .map(|(_, v)| v)
+        else {
+            continue;
+        };
+        let template = &ds["spec"]["template"];
+        let labels: BTreeMap<String, String> = template
+            .pointer("/metadata/labels")
+            .and_then(Value::as_object)
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let container = &template["spec"]["containers"][0];
+        let host_ip = k
+            .nodes
+            .get(&key.node)
+            .and_then(|r| st.nodes.get(r.index))
+            .map(|n| n.address.to_string());
+        out.push(pod_json(PodView {
+            namespace: &key.namespace,
+            name: p.name.clone(),
+            uid: p.uid.clone(),
+            labels,
+            annotations: BTreeMap::new(),
+            owner: json!({"apiVersion": "apps/v1", "kind": "DaemonSet", "name": key.daemonset,
+                          "uid": p.owner_uid, "controller": true, "blockOwnerDeletion": true}),
+            node: Some(&key.node),
+            host_ip,
+            container: container["name"].as_str().unwrap_or(&key.daemonset),
+            image: container["image"].as_str().unwrap_or("").to_string(),
+            ready: k.daemon_pod_ready(key, p, &st.nodes),
+            created: p.created,
+            resource_version: k.resource_version(),
+        }));
+    }
     out
 }
 

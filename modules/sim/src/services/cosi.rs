@@ -1,6 +1,7 @@
 //! `cosi.resource.State` Get/List/Watch (api.md §8) for the few resources our modules read:
 //! the machine config (sensitive), the machine type and the machine status, the node name, the
-//! extension statuses and the control plane's component configs (sensitive). Writes are refused.
+//! extension statuses, the control plane's component configs (sensitive) and its bootstrap
+//! manifests. Writes are refused.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
@@ -9,7 +10,8 @@ use ferro_talos_proto::cosi::resource::state_server::State as CosiState;
 use ferro_talos_proto::cosi::resource::*;
 use ferro_talos_proto::resource::config::{MachineConfigSpec, MachineTypeSpec};
 use ferro_talos_proto::resource::k8s::{
-    ApiServerConfigSpec, ControllerManagerConfigSpec, NodenameSpec, SchedulerConfigSpec,
+    ApiServerConfigSpec, ControllerManagerConfigSpec, ManifestSpec, NodenameSpec,
+    SchedulerConfigSpec, SingleManifest,
 };
 use ferro_talos_proto::resource::runtime::{MachineStatusSpec, MachineStatusStatus};
 use prost::Message;
@@ -46,6 +48,11 @@ const CONTROL_PLANE_CONFIGS: &[(&str, &str)] = &[
     ),
     ("SchedulerConfigs.kubernetes.talos.dev", "kube-scheduler"),
 ];
+/// The bootstrap manifests a control plane renders (upstream
+/// `pkg/machinery/resources/k8s/manifest.go` at v1.13.9: namespace `controlplane`, one resource
+/// per manifest id, proto spec `ManifestSpec` of Structs; no sensitivity set, which is
+/// NonSensitive, so os:reader reads them too, bootstrap token and all).
+const MANIFESTS: (&str, &str) = ("controlplane", "Manifests.kubernetes.talos.dev");
 const NAMESPACES: &[&str] = &[
     "config",
     "runtime",
@@ -93,7 +100,7 @@ fn check_access(t: &Target, ns: &str, ty: &str) -> Result<(), Status> {
             "namespace {ns:?} is not supported"
         )));
     }
-    if ![MC, MT, MS, EXT, NODENAME]
+    if ![MC, MT, MS, EXT, NODENAME, MANIFESTS]
         .iter()
         .any(|(n, y)| *n == ns && *y == ty)
         && control_plane_config(ns, ty).is_none()
@@ -252,6 +259,29 @@ fn resources(shared: &Shared, idx: usize, ns: &str, ty: &str) -> BTreeMap<String
                 }),
             },
         );
+    } else if (ns, ty) == MANIFESTS && n.is_control_plane() {
+        for (id, r) in n.components.manifests().iter() {
+            let spec = ManifestSpec {
+                items: r
+                    .objects
+                    .iter()
+                    .filter_map(|o| o.as_object())
+                    .map(|o| SingleManifest {
+                        object: Some(crate::kube::to_struct(o)),
+                    })
+                    .collect(),
+            };
+            out.insert(
+                id.clone(),
+                Resource {
+                    metadata: Some(meta(ns, ty, id, r.version, r.updated)),
+                    spec: Some(Spec {
+                        proto_spec: spec.encode_to_vec(),
+                        yaml_spec: serde_saphyr::to_string(&r.objects).unwrap_or_default(),
+                    }),
+                },
+            );
+        }
     } else if (ns, ty) == EXT
         && let Some(schematic) = &n.schematic
     {
