@@ -1,7 +1,11 @@
 //! The Kubernetes API of the simulated cluster: each control plane serves it once etcd is
-//! bootstrapped (`listener.rs`), the requests it answers (`api.rs`), the objects and what the API
-//! server and controllers do with them (`model.rs`), the components Talos runs and the versions
-//! of their config resources (`components.rs`), and their JSON (`render.rs`).
+//! bootstrapped (`listener.rs`), the requests it answers (`api.rs` for Nodes, Pods, evictions
+//! and budgets, `objects_api.rs` for stored objects, `discovery.rs`), the objects and what the
+//! API server and controllers do with them (`model.rs`; `objects.rs`, `writes.rs` and `apply.rs`
+//! for stored objects and server-side apply; `daemonsets.rs`, `deployments.rs`, `status.rs` for
+//! the workloads that follow them), the components Talos runs and the versions of their config
+//! resources (`components.rs`), the bootstrap manifests Talos renders (`manifests.rs`,
+//! `templates.rs`, `structs.rs`) and applies (`bootstrap.rs`), and their JSON (`render.rs`).
 
 mod api;
 mod apply;
