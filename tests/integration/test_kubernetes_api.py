@@ -115,3 +115,60 @@ def test_the_admin_kubeconfig_works_with_the_official_client(ansible, sim_factor
     conn.request("GET", "/api/v1/nodes")
     answer = conn.getresponse()
     assert answer.status == 401 and json.loads(answer.read())["reason"] == "Unauthorized"
+
+
+def apply_patch(client, path, obj, **query):
+    """A server-side apply through the client's raw request path (param_serialize, call_api): PATCH with
+    application/apply-patch+yaml (the body is JSON, which is YAML). Returns the status code and the
+    decoded object."""
+    request = client.param_serialize(
+        "PATCH", path, query_params=list(query.items()),
+        header_params={"Content-Type": "application/apply-patch+yaml", "Accept": "application/json"},
+        body=json.dumps(obj), auth_settings=["BearerToken"])
+    resp = client.call_api(*request)
+    return resp.status, json.loads(resp.read())
+
+
+def test_bootstrap_manifests_and_server_side_apply_with_the_official_client(ansible, sim_factory, tmp_path):
+    """Talos's bootstrap manifests as objects (DaemonSets, the inventory ConfigMap, found through the
+    dynamic client's discovery) and server-side apply's resourceVersion rules: a dry-run create has
+    none, a create gets one, an apply that changes nothing keeps it, one that changes data moves it."""
+    sim, inventory = converged(ansible, sim_factory, tmp_path, control_planes=1, workers=1)
+    dest = tmp_path / "kubeconfig"
+    run = ansible.run(KUBECONFIG_PLAY, inventory=inventory, extra_vars={"kubeconfig": str(dest)})
+    assert run.rc == 0, run.output
+    client = kubernetes.config.new_client_from_config(config_file=str(dest))
+
+    dyn = kubernetes.dynamic.DynamicClient(client)
+    daemonsets = dyn.resources.get(api_version="apps/v1", kind="DaemonSet")
+    names = {d.metadata.name for d in daemonsets.get(namespace="kube-system").items}
+    assert names == {"kube-proxy", "kube-flannel"}
+    apps = kubernetes.client.AppsV1Api(client)
+    proxy = apps.read_namespaced_daemon_set("kube-proxy", "kube-system")
+    assert proxy.metadata.annotations["config.k8s.io/owning-inventory"] == "talos-bootstrap-manifests-inventory"
+    assert [(m.manager, m.operation) for m in proxy.metadata.managed_fields] == [("talos", "Apply")]
+    core = kubernetes.client.CoreV1Api(client)
+    maps = {c.metadata.name: c for c in core.list_namespaced_config_map("kube-system").items}
+    inventory_keys = set(maps["talos-bootstrap-manifests-inventory"].data)
+    assert {"kube-system_kube-proxy_apps_DaemonSet", "kube-system_coredns_apps_Deployment",
+            "_system__talos-nodes_rbac.authorization.k8s.io_ClusterRoleBinding"} <= inventory_keys
+    assert {"coredns", "kubeconfig-in-cluster", "kube-flannel-cfg"} <= set(maps)
+
+    path = "/api/v1/namespaces/default/configmaps/ssa"
+    obj = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ssa", "namespace": "default"},
+           "data": {"a": "1"}}
+    code, dry = apply_patch(client, path, obj, fieldManager="talos", force="true", dryRun="All")
+    assert code == 201 and "resourceVersion" not in dry["metadata"], dry
+    code, created = apply_patch(client, path, obj, fieldManager="talos", force="true")
+    assert code == 201
+    rv = created["metadata"]["resourceVersion"]
+    code, same = apply_patch(client, path, obj, fieldManager="talos", force="true")
+    assert code == 200 and same["metadata"]["resourceVersion"] == rv
+    obj["data"]["a"] = "2"
+    _, changed = apply_patch(client, path, obj, fieldManager="talos", force="true")
+    assert changed["metadata"]["resourceVersion"] != rv
+    assert core.read_namespaced_config_map("ssa", "default").data == {"a": "2"}
+    code, refused = apply_patch(client, path, obj)
+    assert code == 400 and refused["reason"] == "BadRequest"
+    writes = [e["pod"] for e in sim.control(op="kube")["log"] if e["action"] == "apply" and e["node"] == ""]
+    assert writes[-2:] == ["ConfigMap/default/ssa", "ConfigMap/default/ssa"]
