@@ -108,7 +108,8 @@ def test_a_patch_upgrade_moves_component_by_component_across_the_cluster(ansible
         run, again = k8s_upgrade(ansible, inventory, "1.36.2", check=check)
         assert run.rc == 0 and again["changed"] is False, run.output
         assert all(s["state"] == "at target" for s in again["steps"])
-        assert again["msg"] == "Kubernetes is at 1.36.2 on every node: nothing to do"
+        assert again["msg"] == "Kubernetes is at 1.36.2 on every node; the bootstrap manifests are in sync: nothing to do"
+        assert again["manifests"] and {m["action"] for m in again["manifests"]} == {"unchanged"}, again["manifests"]
     assert len(restarts(sim)) == seen
 
 

@@ -8,6 +8,7 @@ mod config_shape;
 pub mod connection;
 pub mod files;
 mod kube_access;
+mod kubernetes_manifests;
 mod kubernetes_removed;
 mod options;
 pub mod talos_apply;

@@ -10,7 +10,11 @@
 //!    resource has its new version and the static pod carries that version and is Ready;
 //! 4. kube-proxy's image on the control planes (no wait: it is a DaemonSet);
 //! 5. the kubelets, control planes first, each waiting until its Node reports the new version
-//!    and is Ready.
+//!    and is Ready;
+//! 6. the bootstrap manifests the first control plane renders, server-side applied, pruned and
+//!    waited on (`kubernetes_manifests.rs`). This runs even when every component is at the
+//!    target, as `talosctl upgrade-k8s --to <current>` does, so the task also syncs a changed
+//!    inline manifest or kube-proxy setting.
 //!
 //! A failure stops there: the message names the component and the node, and what already moved.
 
@@ -20,12 +24,13 @@ use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Opt, Params, Sp
 use ferro_talos_client::proto::common::ContainerdNamespace;
 use ferro_talos_client::{ApplyMode, ErrorKind, StaticPodComponent, TalosClient};
 use ferro_talos_config::MachineConfig;
-use ferro_talos_kube::Kube;
+use ferro_talos_kube::{Change, Kube, SyncMode};
 use semver::Version;
 use serde_json::{Value, json};
 
 use crate::connection::{self, Target, with_connection_options};
 use crate::kube_access::KubeCredentials;
+use crate::kubernetes_manifests::{self, ManifestSettings, ProxyImage};
 use crate::kubernetes_removed::{self, InUse};
 use crate::talos_health::node_list;
 use crate::talos_upgrade::{
@@ -37,7 +42,7 @@ const DEFAULT_TIMEOUT_SECS: i64 = 300;
 const POLL: Duration = Duration::from_secs(1);
 
 pub fn spec() -> Spec {
-    with_connection_options(Spec::new())
+    kubernetes_manifests::options(with_connection_options(Spec::new()))
         .option(
             Opt::list("control_plane_nodes")
                 .elements(Type::Str)
@@ -202,6 +207,7 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
         kubelets: p.bool("upgrade_kubelet"),
         timeout,
         check_mode: ctx.check_mode,
+        manifests: kubernetes_manifests::settings(p)?,
     };
     let first = Target::from_params(p)?;
     let opts = connection::connect_options(p, Duration::from_secs(30))?;
@@ -233,40 +239,53 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
             moved: Vec::new(),
             warnings: Vec::new(),
             prepulled: Vec::new(),
+            manifests: Vec::new(),
         };
         let result = upgrade.run().await;
-        Ok::<_, ModuleError>((result, upgrade.warnings, upgrade.prepulled))
+        Ok::<_, ModuleError>((
+            result,
+            upgrade.warnings,
+            upgrade.prepulled,
+            upgrade.manifests,
+        ))
     })?;
-    let (result, warnings, prepulled) = outcome?;
+    let (result, warnings, prepulled, manifests) = outcome?;
     for w in warnings {
         ctx.warn(w);
     }
     let (steps, current) = result?;
-    let changed = steps.iter().any(|(s, _)| s.changes());
     let moving: Vec<&Step> = steps
         .iter()
         .filter(|(s, _)| s.changes())
         .map(|(s, _)| s)
         .collect();
-    let msg = if !changed {
-        format!(
-            "Kubernetes is at {} on every node: nothing to do",
-            settings.target
-        )
-    } else if settings.check_mode {
-        format!(
-            "would move {} component(s) from {current} to {}: {}",
-            moving.len(),
-            settings.target,
-            summary(&moving)
-        )
+    let manifest_summary = kubernetes_manifests::summary(&manifests);
+    let changed = !moving.is_empty() || manifest_summary.is_some();
+    let would = if settings.check_mode { "would " } else { "" };
+    let components = if moving.is_empty() {
+        format!("Kubernetes is at {} on every node", settings.target)
     } else {
+        let verb = if settings.check_mode {
+            "would move"
+        } else {
+            "moved"
+        };
         format!(
-            "moved {} component(s) from {current} to {}: {}",
+            "{verb} {} component(s) from {current} to {}: {}",
             moving.len(),
             settings.target,
             summary(&moving)
         )
+    };
+    let manifests_part = match (&settings.manifests, &manifest_summary) {
+        (None, _) => String::new(),
+        (Some(_), Some(text)) => format!("; bootstrap manifests {would}change: {text}"),
+        (Some(_), None) => "; the bootstrap manifests are in sync".into(),
+    };
+    let msg = if changed {
+        format!("{components}{manifests_part}")
+    } else {
+        format!("{components}{manifests_part}: nothing to do")
     };
     Ok(ModuleResult::new(changed)
         .msg(msg)
@@ -279,7 +298,8 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
             "steps",
             Value::Array(steps.iter().map(|(s, state)| s.to_json(state)).collect()),
         )
-        .with("prepulled", json!(prepulled)))
+        .with("prepulled", json!(prepulled))
+        .with("manifests", kubernetes_manifests::to_json(&manifests)))
 }
 
 /// `kube-apiserver on 10.5.0.2, 10.5.0.3; kubelet on ...`, in the order of the steps.
@@ -304,6 +324,7 @@ struct Settings {
     kubelets: bool,
     timeout: Duration,
     check_mode: bool,
+    manifests: Option<ManifestSettings>,
 }
 
 async fn read_node(
@@ -383,6 +404,8 @@ struct Upgrade<'a> {
     moved: Vec<String>,
     warnings: Vec<String>,
     prepulled: Vec<Value>,
+    /// What the manifest sync did or would do.
+    manifests: Vec<Change>,
 }
 
 type Planned = (Vec<(Step, &'static str)>, Version);
@@ -415,15 +438,18 @@ impl Upgrade<'_> {
             )));
         }
         let moving = steps.iter().any(Step::changes);
-        if !moving {
+        if !moving && self.settings.manifests.is_none() {
             return Ok((
                 steps.into_iter().map(|s| (s, "at target")).collect(),
                 current,
             ));
         }
         let kube = self.kube().await?;
-        self.removed_resources(&kube, &current, &target).await?;
+        if moving {
+            self.removed_resources(&kube, &current, &target).await?;
+        }
         if self.settings.check_mode {
+            self.sync_manifests(&kube, &steps, SyncMode::Plan).await?;
             let planned = steps
                 .into_iter()
                 .map(|s| {
@@ -437,17 +463,71 @@ impl Upgrade<'_> {
                 .collect();
             return Ok((planned, current));
         }
-        if self.settings.pre_pull {
+        if moving && self.settings.pre_pull {
             self.pre_pull(&steps).await?;
         }
         let mut done = Vec::new();
         for step in steps {
             let state = self.apply_step(&kube, &step).await?;
-            self.moved
-                .push(format!("{} on {}", step.phase.name(), step.node));
+            if step.changes() {
+                self.moved
+                    .push(format!("{} on {}", step.phase.name(), step.node));
+            }
             done.push((step, state));
         }
+        let steps: Vec<Step> = done.iter().map(|(s, _)| s.clone()).collect();
+        self.sync_manifests(&kube, &steps, SyncMode::Apply)
+            .await
+            .map_err(|mut e| {
+                let moved = if self.moved.is_empty() {
+                    "no component had to move".to_string()
+                } else {
+                    format!("every component had moved ({})", self.moved.join(", "))
+                };
+                e.msg = format!("{}; {moved}; run the task again to retry the sync", e.msg);
+                e.changed = !self.moved.is_empty();
+                e
+            })?;
         Ok((done, current))
+    }
+
+    /// Step 6 (when `sync_manifests`): the first control plane's manifests, planned or applied.
+    async fn sync_manifests(
+        &mut self,
+        kube: &Kube,
+        steps: &[Step],
+        mode: SyncMode,
+    ) -> Result<(), ModuleError> {
+        let Some(settings) = self.settings.manifests else {
+            return Ok(());
+        };
+        let first = self
+            .nodes
+            .iter()
+            .find(|n| n.control_plane)
+            .ok_or_else(|| ModuleError::new("control_plane_nodes is empty"))?;
+        let proxy = steps
+            .iter()
+            .find(|s| s.phase == Phase::KubeProxy && s.node == first.address && s.changes())
+            .map_or(ProxyImage::AsRendered, |s| {
+                ProxyImage::Patched(s.target_image.clone())
+            });
+        let report = kubernetes_manifests::sync(
+            kube,
+            &first.client,
+            &first.address,
+            &settings,
+            mode,
+            &proxy,
+        )
+        .await?;
+        for (object, why) in &report.not_pruned {
+            self.warnings.push(format!(
+                "bootstrap manifests: {object} is no longer rendered by Talos but was not pruned: {why}"
+            ));
+        }
+        self.manifests = report.changes;
+        Ok(())
     }
 
     fn node(&self, address: &str) -> &NodeView {
