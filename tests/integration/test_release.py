@@ -52,6 +52,13 @@ class Release:
         )
 
 
+def cargo_target_dir(release_dir):
+    """Cargo's target directory from the release directory the binaries are in: target/release, or
+    target/<triple>/release when the tests run the static build (tools/test)."""
+    parent = pathlib.Path(release_dir).parent
+    return parent.parent if parent.name.endswith("-linux-musl") else parent
+
+
 @pytest.fixture(scope="module")
 def release(tmp_path_factory):
     target = os.environ.get("FERRO_TARGET_DIR")
@@ -82,7 +89,7 @@ def release(tmp_path_factory):
     env = dict(os.environ)
     env.update(
         {
-            "CARGO_TARGET_DIR": str(pathlib.Path(target).parent),
+            "CARGO_TARGET_DIR": str(cargo_target_dir(target)),
             "DIST_DIR": str(base / "dist"),
             "GIT_AUTHOR_NAME": "ferro release test",
             "GIT_AUTHOR_EMAIL": "release-test@invalid",
