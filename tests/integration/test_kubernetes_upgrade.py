@@ -9,6 +9,9 @@ new version and is Ready.
 The order is read from talos-sim's log of component restarts, and each pod and Node from its
 Kubernetes API; a module that moved node by node, or did not wait, fails here."""
 
+import time
+
+import pytest
 import yaml
 
 from test_talos_upgrade import converged
@@ -168,3 +171,222 @@ def test_a_kubelet_that_keeps_its_old_version_stops_the_upgrade(ansible, sim_fac
     # The second worker's kubelet was never touched.
     assert node_versions(sim)[by_name[addresses[2]]] == "v1.36.1"
     assert ("kubelet", by_name[addresses[2]]) not in [(c, n) for c, n, _ in restarts(sim)]
+
+
+# The bootstrap manifest sync at the end of the upgrade (talos_managed.go `PerformManifestsSync`,
+# `syncManifestsSSA` @ v1.13.9; go-kubernetes v0.2.38 kubernetes/ssa): Talos itself only creates
+# missing objects (internal/app/machined/pkg/controllers/k8s/manifest_apply.go), so only the sync
+# moves an existing DaemonSet, edits a ConfigMap an inline manifest changed or prunes one it dropped.
+# Everything the sync did is checked through the official Python client, not the module's result.
+
+PROXY = "DaemonSet/kube-system/kube-proxy"
+
+RECONFIGURE = """
+- hosts: cp1
+  gather_facts: false
+  tasks:
+    - name: Render the config with the inline manifests
+      ferro.talos.talos_config:
+        secrets_file: "{{ talos_secrets_file }}"
+        machine_type: controlplane
+        cluster_name: "{{ talos_cluster_name }}"
+        cluster_endpoint: "{{ talos_cluster_endpoint }}"
+        talos_version: v1.13.6
+        kubernetes_version: "{{ talos_kubernetes_version }}"
+        patches: "{{ [{'cluster': {'inlineManifests': inline}}] }}"
+        dest: "{{ talos_render_dir }}/cp1.yaml"
+    - name: Apply it
+      ferro.talos.talos_apply:
+        node: "{{ ansible_host }}"
+        config: "{{ talos_render_dir }}/cp1.yaml"
+        secrets_file: "{{ talos_secrets_file }}"
+"""
+
+
+def kube_client(ansible, inventory, tmp_path):
+    from test_kubernetes_api import KUBECONFIG_PLAY, kubernetes
+
+    dest = tmp_path / "kubeconfig"
+    run = ansible.run(KUBECONFIG_PLAY, inventory=inventory, extra_vars={"kubeconfig": str(dest)})
+    assert run.rc == 0, run.output
+    client = kubernetes.config.new_client_from_config(config_file=str(dest))
+    return kubernetes, kubernetes.client.CoreV1Api(client), kubernetes.client.AppsV1Api(client)
+
+
+def object_writes(sim, since=0):
+    """The stored-object writes the simulated API server accepted (empty `node`), after `since` log entries."""
+    return [(e["action"], e["pod"]) for e in sim.control(op="kube")["log"][since:] if e["node"] == ""]
+
+
+def actions(result):
+    return {m["object"]: m["action"] for m in result["manifests"]}
+
+
+def inline(name, *docs):
+    return {"name": name, "contents": "---\n".join(yaml.safe_dump(d) for d in docs)}
+
+
+def config_map(name, namespace="default", **data):
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace}, "data": data}
+
+
+def test_the_upgrade_ends_by_syncing_the_new_kube_proxy_to_its_daemon_set(ansible, sim_factory, tmp_path):
+    sim, inventory = converged(ansible, sim_factory, tmp_path, control_planes=1, workers=1)
+    _, core, apps = kube_client(ansible, inventory, tmp_path)
+
+    def proxy_image():
+        return apps.read_namespaced_daemon_set("kube-proxy", "kube-system").spec.template.spec.containers[0].image
+
+    assert proxy_image().endswith(":v1.36.1")
+    start = len(sim.control(op="kube")["log"])
+
+    # Check mode: the plan knows the DaemonSet would get the image the upgrade patches, nothing else moves.
+    run, plan = k8s_upgrade(ansible, inventory, "1.36.2", check=True)
+    assert run.rc == 0, run.output
+    planned = actions(plan)
+    assert planned[PROXY] == "configured", plan["manifests"]
+    assert {a for o, a in planned.items() if o != PROXY} == {"unchanged"}, plan["manifests"]
+    assert "ConfigMap/kube-system/coredns" in planned and "Secret/kube-system/bootstrap-token-" in " ".join(planned)
+    assert f"bootstrap manifests would change: 1 configured ({PROXY})" in plan["msg"], plan["msg"]
+    assert proxy_image().endswith(":v1.36.1") and object_writes(sim, start) == []
+
+    run, done = k8s_upgrade(ansible, inventory, "1.36.2")
+    assert run.rc == 0, run.output
+    assert actions(done)[PROXY] == "configured" and f"bootstrap manifests change: 1 configured ({PROXY})" in done["msg"]
+    # Only the DaemonSet was written, once, after the last kubelet came back; its pods run the new image.
+    log = sim.control(op="kube")["log"][start:]
+    writes = [(e["action"], e["pod"]) for e in log if e["node"] == ""]
+    assert writes == [("apply", PROXY)], writes
+    last_restart = max(i for i, e in enumerate(log) if e["action"] == "restart")
+    assert [i for i, e in enumerate(log) if e["pod"] == PROXY][0] > last_restart, log
+    assert proxy_image().endswith(":v1.36.2")
+    proxies = core.list_namespaced_pod("kube-system", label_selector="k8s-app=kube-proxy").items
+    assert len(proxies) == 2 and all(p.spec.containers[0].image.endswith(":v1.36.2") for p in proxies)
+    assert all(any(c.type == "Ready" and c.status == "True" for c in p.status.conditions) for p in proxies)
+    ds = apps.read_namespaced_daemon_set("kube-proxy", "kube-system")
+    assert ds.status.observed_generation == ds.metadata.generation and ds.status.number_ready == 2
+
+    # Converged: every object unchanged, nothing written.
+    seen = len(sim.control(op="kube")["log"])
+    run, again = k8s_upgrade(ansible, inventory, "1.36.2")
+    assert run.rc == 0 and again["changed"] is False, run.output
+    assert set(actions(again).values()) == {"unchanged"}
+    assert object_writes(sim, seen) == []
+
+
+def test_inline_manifests_are_synced_pruned_and_another_inventory_s_objects_are_left_alone(
+        ansible, sim_factory, tmp_path):
+    sim, inventory = converged(ansible, sim_factory, tmp_path, control_planes=1, workers=1)
+    kubernetes, core, _ = kube_client(ansible, inventory, tmp_path)
+
+    def reconfigure(*manifests):
+        run = ansible.run(RECONFIGURE, inventory=inventory, extra_vars={"inline": list(manifests)})
+        assert run.rc == 0, run.output
+
+    def data(name, namespace="default"):
+        return core.read_namespaced_config_map(name, namespace).data
+
+    def inventory_keys():
+        return set(data("talos-bootstrap-manifests-inventory", "kube-system"))
+
+    # A new inline manifest is created by Talos itself; the sync then finds it unchanged.
+    team = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}}
+    reconfigure(inline("extra", team, config_map("settings", "team", a="1"), config_map("extra", a="1")))
+    deadline = time.time() + 10
+    while "default_extra__ConfigMap" not in inventory_keys():
+        assert time.time() < deadline, inventory_keys()
+        time.sleep(0.3)
+    run, same = k8s_upgrade(ansible, inventory, "1.36.1")
+    assert run.rc == 0 and same["changed"] is False, run.output
+    assert actions(same)["ConfigMap/team/settings"] == "unchanged" and actions(same)["Namespace/team"] == "unchanged"
+
+    # An edit reaches the cluster only through the sync (Talos does not update what exists).
+    reconfigure(inline("extra", team, config_map("settings", "team", a="1"), config_map("extra", a="2")))
+    time.sleep(1)
+    assert data("extra") == {"a": "1"}
+    run, plan = k8s_upgrade(ansible, inventory, "1.36.1", check=True)
+    assert run.rc == 0 and plan["changed"] is True, run.output
+    assert actions(plan)["ConfigMap/default/extra"] == "configured" and data("extra") == {"a": "1"}
+    assert plan["msg"] == ("Kubernetes is at 1.36.1 on every node; bootstrap manifests would change: "
+                           "1 configured (ConfigMap/default/extra)"), plan["msg"]
+    run, done = k8s_upgrade(ansible, inventory, "1.36.1")
+    assert run.rc == 0 and done["changed"] is True, run.output
+    assert data("extra") == {"a": "2"}
+
+    # Dropped from the config: pruned (the namespace's objects after it), and gone from the inventory.
+    reconfigure(inline("extra", config_map("extra", a="2")))
+    run, plan = k8s_upgrade(ansible, inventory, "1.36.1", check=True)
+    assert run.rc == 0, run.output
+    assert {o for o, a in actions(plan).items() if a == "pruned"} == {"Namespace/team", "ConfigMap/team/settings"}
+    assert "team_settings__ConfigMap" in inventory_keys()
+    run, done = k8s_upgrade(ansible, inventory, "1.36.1")
+    assert run.rc == 0 and done["changed"] is True, run.output
+    with pytest.raises(kubernetes.client.ApiException) as gone:
+        core.read_namespace("team")
+    assert gone.value.status == 404
+    assert "team_settings__ConfigMap" not in inventory_keys() and "default_extra__ConfigMap" in inventory_keys()
+    run, kept = k8s_upgrade(ansible, inventory, "1.36.1", manifests_prune=False)
+    assert run.rc == 0 and kept["changed"] is False, run.output
+
+    # An object another inventory owns: refused before anything is written, unless adopt_all.
+    theirs = config_map("theirs", a="mine")
+    theirs["metadata"]["annotations"] = {"config.k8s.io/owning-inventory": "someone-else"}
+    core.create_namespaced_config_map("default", theirs)
+    reconfigure(inline("extra", config_map("extra", a="3"), config_map("theirs", a="ours")))
+    time.sleep(1)
+    seen = len(sim.control(op="kube")["log"])
+    run, refused = k8s_upgrade(ansible, inventory, "1.36.1")
+    assert run.rc != 0, run.output
+    assert "ConfigMap/default/theirs: the live object belongs to another inventory" in refused["msg"], refused["msg"]
+    assert "manifests_inventory_policy: adopt_all" in refused["msg"]
+    assert object_writes(sim, seen) == [] and data("extra") == {"a": "2"} and data("theirs") == {"a": "mine"}
+    run, adopted = k8s_upgrade(ansible, inventory, "1.36.1", manifests_inventory_policy="adopt_all")
+    assert run.rc == 0, run.output
+    assert actions(adopted)["ConfigMap/default/theirs"] == "configured" and data("theirs") == {"a": "ours"}
+
+
+def test_a_daemon_set_that_never_rolls_out_fails_the_sync_after_the_components_moved(ansible, sim_factory, tmp_path):
+    sim, inventory = converged(ansible, sim_factory, tmp_path, control_planes=1, workers=1)
+    sim.control(op="fault", node=1, kind="daemonset_rollout_stuck")
+
+    run, failed = k8s_upgrade(ansible, inventory, "1.36.2", manifests_timeout=3)
+    assert run.rc != 0, run.output
+    msg = failed["msg"]
+    assert msg.startswith(f"bootstrap manifests: applied, but not reconciled within 3s: {PROXY} ("), msg
+    assert "ready 1 of 2 pods" in msg or "available 1 of 2 pods" in msg, msg
+    assert "every component had moved (kube-apiserver on" in msg and "run the task again" in msg, msg
+    assert failed["changed"] is True
+    # The components are all on the target: only the rollout is left.
+    assert set(node_versions(sim).values()) == {"v1.36.2"}
+
+
+def test_objects_of_an_api_the_next_minor_removes_stop_the_upgrade_before_anything_moves(
+        ansible, sim_factory, tmp_path):
+    """go-kubernetes v0.2.38 kubernetes/upgrade/checks.go lists each API resource the next minor removes
+    (1.32: podschedulingcontexts.v1alpha3.resource.k8s.io) and refuses while it holds objects. The
+    simulated API server serves that API through a CRD here, so the objects exist as they would on 1.31."""
+    sim, inventory = converged(ansible, sim_factory, tmp_path, kubernetes="1.31.4", control_planes=1, workers=1)
+    kubernetes, _, _ = kube_client(ansible, inventory, tmp_path)
+    client = kubernetes.config.new_client_from_config(config_file=str(tmp_path / "kubeconfig"))
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": "podschedulingcontexts.resource.k8s.io"},
+           "spec": {"group": "resource.k8s.io", "scope": "Namespaced",
+                    "names": {"plural": "podschedulingcontexts", "singular": "podschedulingcontext",
+                              "kind": "PodSchedulingContext"},
+                    "versions": [{"name": "v1alpha3", "served": True, "storage": True,
+                                  "schema": {"openAPIV3Schema": {"type": "object"}}}]}}
+    kubernetes.client.ApiextensionsV1Api(client).create_custom_resource_definition(crd)
+    custom = kubernetes.client.CustomObjectsApi(client)
+    custom.create_namespaced_custom_object("resource.k8s.io", "v1alpha3", "default", "podschedulingcontexts", {
+        "apiVersion": "resource.k8s.io/v1alpha3", "kind": "PodSchedulingContext", "metadata": {"name": "left-over"}})
+
+    run, refused = k8s_upgrade(ansible, inventory, "1.32.1")
+    assert run.rc != 0 and refused["changed"] is False, run.output
+    assert refused["msg"] == ("Kubernetes 1.32.1 no longer serves API resources the cluster still stores: "
+                              "1 podschedulingcontexts.v1alpha3.resource.k8s.io; migrate them to a served version "
+                              "first; nothing was changed"), refused["msg"]
+    assert restarts(sim) == []
+
+    custom.delete_namespaced_custom_object("resource.k8s.io", "v1alpha3", "default", "podschedulingcontexts", "left-over")
+    run, plan = k8s_upgrade(ansible, inventory, "1.32.1", check=True)
+    assert run.rc == 0 and plan["changed"] is True, run.output

@@ -298,6 +298,8 @@ impl Kube {
         }
         let mut report = SyncReport::default();
         let mut prunes = Vec::new();
+        // Listed but no longer in the cluster: dropped from the inventory, as upstream does.
+        let mut gone = Vec::new();
         if opts.pruning == Pruning::Prune {
             let keep: BTreeSet<&ObjectRef> = planned.iter().map(|p| &p.object).collect();
             for stale in inventory.objects.iter().filter(|o| !keep.contains(o)) {
@@ -306,7 +308,7 @@ impl Kube {
                     .await?
                 {
                     PruneCandidate::Delete(collection) => prunes.push((stale.clone(), collection)),
-                    PruneCandidate::Gone => {}
+                    PruneCandidate::Gone => gone.push(stale.clone()),
                     PruneCandidate::NotOurs(why) => report.not_pruned.push((stale.clone(), why)),
                 }
             }
@@ -331,6 +333,9 @@ impl Kube {
         let applied = self
             .apply_staged(&mut discovery, &desired, planned, opts, &mut inventory)
             .await;
+        for object in &gone {
+            inventory.objects.remove(object);
+        }
         // Whatever was applied is recorded, even when a later object failed (as upstream does).
         if inventory.objects != before || !inventory.exists {
             self.write_inventory(&inventory).await?;
