@@ -9,7 +9,7 @@ use serde::Deserialize;
 
 use crate::access::Kube;
 use crate::error::{KubeError, KubeErrorKind, Result};
-use crate::transport::RequestError;
+use crate::objects::get_path;
 
 /// One served resource, enough to build its paths.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -105,17 +105,7 @@ async fn read(kube: &Kube, api_version: &str) -> Result<Vec<ResourceEntry>> {
         format!("/api/{api_version}")
     };
     let what = format!("discover the resources of {api_version}");
-    // A plain GET of the group version's own path: kube's request builders only build object
-    // and collection paths.
-    let req = http::Request::get(path.as_str())
-        .header(http::header::ACCEPT, "application/json")
-        .body(Vec::new())
-        .map_err(|e| {
-            kube.error(
-                &what,
-                RequestError::Transport(format!("cannot build the request: {e}")),
-            )
-        })?;
+    let req = get_path(&path).map_err(|e| kube.error(&what, e))?;
     match kube.transport.send::<ResourceList>(req).await {
         Ok(list) => Ok(list.resources),
         Err(e) if e.code() == Some(404) => Ok(Vec::new()),

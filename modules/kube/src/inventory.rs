@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 
 use crate::access::Kube;
 use crate::error::Result;
+use crate::objects::built;
 use crate::transport::RequestError;
 
 pub const INVENTORY_NAMESPACE: &str = "kube-system";
@@ -91,12 +92,6 @@ pub struct Inventory {
 
 fn config_maps() -> String {
     format!("/api/v1/namespaces/{INVENTORY_NAMESPACE}/configmaps")
-}
-
-fn built(
-    r: std::result::Result<http::Request<Vec<u8>>, kube::core::request::Error>,
-) -> std::result::Result<http::Request<Vec<u8>>, RequestError> {
-    r.map_err(|e| RequestError::Transport(format!("cannot build the request: {e}")))
 }
 
 impl Kube {

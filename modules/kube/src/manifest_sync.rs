@@ -20,6 +20,7 @@ use crate::access::Kube;
 use crate::discovery::{ApiResource, Discovery};
 use crate::error::{KubeError, KubeErrorKind, Result};
 use crate::inventory::{INVENTORY_NAME, Inventory, OWNING_INVENTORY, ObjectRef};
+use crate::objects::{built, get_path};
 use crate::reconcile::{Reconciled, reconciled};
 use crate::transport::RequestError;
 
@@ -265,12 +266,6 @@ fn drifted(live: &Value, dry: &Value) -> bool {
         v
     };
     body(live) != body(dry)
-}
-
-fn built(
-    r: std::result::Result<http::Request<Vec<u8>>, kube::core::request::Error>,
-) -> std::result::Result<http::Request<Vec<u8>>, RequestError> {
-    r.map_err(|e| RequestError::Transport(format!("cannot build the request: {e}")))
 }
 
 /// The plan for one object: what the sync does to it and where it lives.
@@ -540,15 +535,7 @@ impl Kube {
             return Ok(Some("v1".into()));
         }
         let what = "list the API groups";
-        let req = http::Request::get("/apis")
-            .header(http::header::ACCEPT, "application/json")
-            .body(Vec::new())
-            .map_err(|e| {
-                self.error(
-                    what,
-                    RequestError::Transport(format!("cannot build the request: {e}")),
-                )
-            })?;
+        let req = get_path("/apis").map_err(|e| self.error(what, e))?;
         let groups: Value = self
             .transport
             .send(req)

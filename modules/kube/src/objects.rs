@@ -152,10 +152,20 @@ pub fn budgets(namespace: &str) -> String {
     format!("/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets")
 }
 
-fn built(
+/// A request from kube's builders, its build error as a transport error.
+pub(crate) fn built(
     r: Result<http::Request<Vec<u8>>, kube::core::request::Error>,
 ) -> Result<http::Request<Vec<u8>>, RequestError> {
     r.map_err(|e| RequestError::Transport(format!("cannot build the request: {e}")))
+}
+
+/// A plain GET of `path` (a discovery document: kube's builders only build object and collection
+/// paths).
+pub(crate) fn get_path(path: &str) -> Result<http::Request<Vec<u8>>, RequestError> {
+    http::Request::get(path)
+        .header(http::header::ACCEPT, "application/json")
+        .body(Vec::new())
+        .map_err(|e| RequestError::Transport(format!("cannot build the request: {e}")))
 }
 
 impl Kube {

@@ -10,20 +10,6 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use ferro_talos_kube::{KubeAccess, KubeErrorKind};
-use ferro_talos_proto::machine::BootstrapRequest;
-
-async fn bootstrapped(control_planes: usize, workers: usize) -> ferro_talos_sim::Cluster {
-    let cluster = start(control_planes, workers).await;
-    for i in 0..control_planes {
-        configure(&cluster, i, &CP).await;
-    }
-    for i in control_planes..control_planes + workers {
-        configure(&cluster, i, &WORKER).await;
-    }
-    let mut m = machine(cluster.endpoint(0).unwrap(), admin()).await;
-    m.bootstrap(BootstrapRequest::default()).await.unwrap();
-    cluster
-}
 
 fn access(cluster: &ferro_talos_sim::Cluster) -> KubeAccess {
     let k8s = &SAMPLE.bundle.certs.k8s;

@@ -8,24 +8,10 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use ferro_talos_proto::cosi::resource::{ListRequest, state_client::StateClient};
-use ferro_talos_proto::machine::BootstrapRequest;
 use ferro_talos_proto::machine::apply_configuration_request::Mode;
 use ferro_talos_proto::resource::k8s::ManifestSpec;
 use prost::Message;
 use serde_json::{Value, json};
-
-async fn bootstrapped(control_planes: usize, workers: usize) -> ferro_talos_sim::Cluster {
-    let cluster = start(control_planes, workers).await;
-    for i in 0..control_planes {
-        configure(&cluster, i, &CP).await;
-    }
-    for i in control_planes..control_planes + workers {
-        configure(&cluster, i, &WORKER).await;
-    }
-    let mut m = machine(cluster.endpoint(0).unwrap(), admin()).await;
-    m.bootstrap(BootstrapRequest::default()).await.unwrap();
-    cluster
-}
 
 fn get(cluster: &ferro_talos_sim::Cluster, path: &str) -> (u16, Value) {
     cluster.kube_request(0, "GET", path, None, b"")

@@ -448,8 +448,9 @@ impl Upgrade<'_> {
         if moving {
             self.removed_resources(&kube, &current, &target).await?;
         }
+        let proxy = self.proxy_image(&steps);
         if self.settings.check_mode {
-            self.sync_manifests(&kube, &steps, SyncMode::Plan).await?;
+            self.sync_manifests(&kube, &proxy, SyncMode::Plan).await?;
             let planned = steps
                 .into_iter()
                 .map(|s| {
@@ -475,8 +476,7 @@ impl Upgrade<'_> {
             }
             done.push((step, state));
         }
-        let steps: Vec<Step> = done.iter().map(|(s, _)| s.clone()).collect();
-        self.sync_manifests(&kube, &steps, SyncMode::Apply)
+        self.sync_manifests(&kube, &proxy, SyncMode::Apply)
             .await
             .map_err(|mut e| {
                 let moved = if self.moved.is_empty() {
@@ -491,11 +491,26 @@ impl Upgrade<'_> {
         Ok((done, current))
     }
 
+    /// The kube-proxy image the first control plane will render once its step has run.
+    fn proxy_image(&self, steps: &[Step]) -> ProxyImage {
+        let first = self.nodes.iter().find(|n| n.control_plane);
+        steps
+            .iter()
+            .find(|s| {
+                s.phase == Phase::KubeProxy
+                    && first.is_some_and(|n| n.address == s.node)
+                    && s.changes()
+            })
+            .map_or(ProxyImage::AsRendered, |s| {
+                ProxyImage::Patched(s.target_image.clone())
+            })
+    }
+
     /// Step 6 (when `sync_manifests`): the first control plane's manifests, planned or applied.
     async fn sync_manifests(
         &mut self,
         kube: &Kube,
-        steps: &[Step],
+        proxy: &ProxyImage,
         mode: SyncMode,
     ) -> Result<(), ModuleError> {
         let Some(settings) = self.settings.manifests else {
@@ -506,21 +521,9 @@ impl Upgrade<'_> {
             .iter()
             .find(|n| n.control_plane)
             .ok_or_else(|| ModuleError::new("control_plane_nodes is empty"))?;
-        let proxy = steps
-            .iter()
-            .find(|s| s.phase == Phase::KubeProxy && s.node == first.address && s.changes())
-            .map_or(ProxyImage::AsRendered, |s| {
-                ProxyImage::Patched(s.target_image.clone())
-            });
-        let report = kubernetes_manifests::sync(
-            kube,
-            &first.client,
-            &first.address,
-            &settings,
-            mode,
-            &proxy,
-        )
-        .await?;
+        let report =
+            kubernetes_manifests::sync(kube, &first.client, &first.address, &settings, mode, proxy)
+                .await?;
         for (object, why) in &report.not_pruned {
             self.warnings.push(format!(
                 "bootstrap manifests: {object} is no longer rendered by Talos but was not pruned: {why}"

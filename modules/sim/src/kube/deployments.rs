@@ -32,7 +32,8 @@ fn replica_set_name(name: &str, template: &Value) -> String {
     format!("{name}-{}", &h[..10])
 }
 
-fn labels_of(template: &Value) -> BTreeMap<String, String> {
+/// A pod template's labels (string values only).
+pub(super) fn labels_of(template: &Value) -> BTreeMap<String, String> {
     template
         .pointer("/metadata/labels")
         .and_then(Value::as_object)

@@ -394,15 +394,7 @@ fn daemon_pods(k: &KubeState, st: &State) -> Vec<Value> {
             continue;
         };
         let template = &ds["spec"]["template"];
-        let labels: BTreeMap<String, String> = template
-            .pointer("/metadata/labels")
-            .and_then(Value::as_object)
-            .map(|m| {
-                m.iter()
-                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let labels = super::deployments::labels_of(template);
         let container = &template["spec"]["containers"][0];
         let host_ip = k
             .nodes

@@ -231,3 +231,20 @@ pub async fn wait_back(cluster: &Cluster, i: usize) {
     }
     panic!("node {i} did not come back");
 }
+
+/// A cluster whose control planes and workers are configured and whose etcd is bootstrapped, so
+/// its Kubernetes API serves.
+pub async fn bootstrapped(control_planes: usize, workers: usize) -> Cluster {
+    let cluster = start(control_planes, workers).await;
+    for i in 0..control_planes {
+        configure(&cluster, i, &CP).await;
+    }
+    for i in control_planes..control_planes + workers {
+        configure(&cluster, i, &WORKER).await;
+    }
+    let mut m = machine(cluster.endpoint(0).unwrap(), admin()).await;
+    m.bootstrap(ferro_talos_proto::machine::BootstrapRequest::default())
+        .await
+        .unwrap();
+    cluster
+}
