@@ -134,6 +134,20 @@ struct Desired {
 }
 
 impl Desired {
+    /// An API server's refusal of a Secret may quote the data it refused (a validation error's
+    /// "Invalid value"), and the bootstrap token Secret is one of these objects: only the code
+    /// and reason are kept.
+    fn redact(&self, e: RequestError) -> RequestError {
+        match e {
+            RequestError::Api(mut status) if self.kind == "Secret" => {
+                status.message =
+                    "the API server's message is not shown: it may quote the Secret's data".into();
+                RequestError::Api(status)
+            }
+            other => other,
+        }
+    }
+
     fn subject(&self) -> String {
         if self.namespace.is_empty() {
             format!("{}/{}", self.kind, self.name)
@@ -385,7 +399,9 @@ impl Kube {
         };
         let dry = match self.apply(&collection, d, SyncMode::Plan).await {
             Ok(v) => v,
-            Err(e) => return Err(self.error(&format!("dry-run apply {}", d.subject()), e)),
+            Err(e) => {
+                return Err(self.error(&format!("dry-run apply {}", d.subject()), d.redact(e)));
+            }
         };
         let has_version = dry
             .pointer("/metadata/resourceVersion")
@@ -450,7 +466,7 @@ impl Kube {
                     }
                     self.apply(&change.collection, d, SyncMode::Apply)
                         .await
-                        .map_err(|e| self.error(&format!("apply {}", d.subject()), e))?;
+                        .map_err(|e| self.error(&format!("apply {}", d.subject()), d.redact(e)))?;
                     if d.kind == "CustomResourceDefinition" {
                         for version in defined_versions(&d.body) {
                             discovery.forget(&version);
@@ -716,6 +732,35 @@ mod tests {
         let mut respec = same.clone();
         respec["spec"]["x"] = json!(2);
         assert!(drifted(&live, &respec));
+    }
+
+    #[test]
+    fn a_refused_secret_keeps_its_code_but_not_the_api_server_s_words() {
+        let secret = &prepare(vec![obj(
+            "v1",
+            "Secret",
+            "kube-system",
+            "bootstrap-token-abc",
+        )])
+        .unwrap()[0];
+        let refusal = || {
+            RequestError::Api(Box::new(kube::core::Status {
+                code: 422,
+                reason: "Invalid".into(),
+                message: "data[token-secret]: Invalid value: \"s3cr3t\"".into(),
+                ..Default::default()
+            }))
+        };
+        let RequestError::Api(status) = secret.redact(refusal()) else {
+            panic!()
+        };
+        assert_eq!((status.code, status.reason.as_str()), (422, "Invalid"));
+        assert!(!status.message.contains("s3cr3t"), "{}", status.message);
+        let map = &prepare(vec![obj("v1", "ConfigMap", "kube-system", "c")]).unwrap()[0];
+        let RequestError::Api(status) = map.redact(refusal()) else {
+            panic!()
+        };
+        assert!(status.message.contains("Invalid value"));
     }
 
     #[test]
