@@ -11,6 +11,7 @@ mod kube_access;
 mod kubernetes_manifests;
 mod kubernetes_removed;
 mod options;
+pub mod render;
 pub mod talos_apply;
 pub mod talos_bootstrap;
 pub mod talos_config;

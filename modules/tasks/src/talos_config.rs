@@ -6,60 +6,24 @@ use std::time::Duration;
 use anyhow::Result;
 use ferro_ansible_protocol::{Context, Diff, ModuleError, ModuleResult, Opt, Params, Spec, Type};
 use ferro_talos_config::contract::Contract;
-use ferro_talos_config::generate::{
-    GenerateOptions, KUBERNETES_API_PORT, MachineType, endpoint_url, installer_for_release,
-};
 use ferro_talos_config::normalize::Rules;
-use ferro_talos_config::patch::{Patch, duplicate_warnings};
-use ferro_talos_config::{MachineConfig, diff, redact, risk, validate};
+use ferro_talos_config::{MachineConfig, diff, redact, risk};
 use ferro_talos_secrets::{Bundle, TalosConfig};
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 
-use crate::config_shape::{LabelledPatch, OldShape, patches_for_contract};
-use crate::files::{SECRET_MODE, read_file_or_content, read_optional, write_atomic};
+use crate::files::{SECRET_MODE, read_optional, write_atomic};
+use crate::render::{self, strings};
 use crate::sha256_hex;
 
 /// The options of `talos_config`, mirrored in `plugins/modules/talos_config.yml`.
 pub fn spec() -> Spec {
-    Spec::new()
+    let spec = Spec::new()
         .option(Opt::path("secrets_file"))
         .option(Opt::dict("secrets").no_log())
         .option(crate::connection::secrets_file_decrypted())
-        .option(Opt::bool("generate_secrets").default(false))
-        .option(Opt::str("machine_type").choices(&["controlplane", "worker"]))
-        .option(Opt::str("cluster_name"))
-        .option(Opt::str("cluster_endpoint"))
-        .option(Opt::str("talos_version").default("v1.13"))
-        .option(Opt::str("kubernetes_version"))
-        .option(Opt::str("install_disk").default("/dev/sda"))
-        .option(Opt::str("install_image"))
-        .option(
-            Opt::list("additional_sans")
-                .elements(Type::Str)
-                .default(json!([])),
-        )
-        .option(Opt::str("dns_domain").default("cluster.local"))
-        .option(
-            Opt::list("pod_subnets")
-                .elements(Type::Str)
-                .default(json!(["10.244.0.0/16"])),
-        )
-        .option(
-            Opt::list("service_subnets")
-                .elements(Type::Str)
-                .default(json!(["10.96.0.0/12"])),
-        )
-        .option(Opt::bool("allow_scheduling_on_control_planes").default(false))
-        .option(Opt::dict("registry_mirrors").default(json!({})))
-        .option(
-            Opt::list("install_extra_kernel_args")
-                .elements(Type::Str)
-                .default(json!([])),
-        )
-        .option(Opt::int("local_api_server_port"))
-        .option(Opt::list("patches").elements(Type::Raw).default(json!([])))
-        .option(Opt::str("base_config"))
+        .option(Opt::bool("generate_secrets").default(false));
+    render::options(spec)
         .option(Opt::path("dest"))
         .option(Opt::path("talosconfig"))
         .option(
@@ -69,11 +33,8 @@ pub fn spec() -> Spec {
         )
         .option(Opt::list("nodes").elements(Type::Str).default(json!([])))
         .option(Opt::int("talosconfig_renew_before").default(30))
-        .option(Opt::bool("validate").default(true))
-        .option(Opt::bool("convert_patches").default(false))
         .option(Opt::bool("return_content").default(false))
         .mutually_exclusive(&["secrets_file", "secrets"])
-        .mutually_exclusive(&["base_config", "machine_type"])
         .required_one_of(&["dest", "talosconfig", "secrets_file"])
 }
 
@@ -83,13 +44,7 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
     let mut changed = false;
     let mut messages: Vec<String> = Vec::new();
 
-    let contract = Contract::parse(p.str("talos_version").unwrap_or("v1.13"))
-        .map_err(|e| option_error("talos_version", e))?;
-    // Which contract, and why: the 1.14 config shape changes what patches may say.
-    let contract_reason = match p.str("talos_version") {
-        Some(v) => format!("talos_version is {v}"),
-        None => "talos_version is not set: the default contract, v1.13".to_string(),
-    };
+    let (contract, contract_reason) = render::contract(p)?;
     result = result.with("contract_reason", contract_reason);
 
     // Secrets first: everything else is derived from them.
@@ -111,45 +66,19 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
     }
 
     // The machine config.
-    let mut rendered: Option<MachineConfig> = None;
+    let mut rendered: Option<render::Rendered> = None;
     if p.is_set("machine_type") || p.is_set("base_config") {
-        let (cfg, shape_records) = render(ctx, p, contract, bundle.as_ref())?;
-        result = result.with(
-            if contract >= Contract::V1_14 {
-                "converted_patches"
-            } else {
-                "deprecated_for_1_14"
-            },
-            shape_records,
-        );
-        for s in redact::secret_values(&cfg) {
-            ctx.mask(s);
-        }
-        for w in duplicate_warnings(&cfg) {
-            ctx.warn(w);
-        }
-        if p.bool("validate") {
-            match validate::validate(&cfg) {
-                Ok(warnings) => warnings.into_iter().for_each(|w| ctx.warn(w)),
-                Err(errors) => {
-                    return Err(ModuleError::new(format!(
-                        "the rendered config is not valid: {}; fix the inputs or patches (or set validate: false)",
-                        errors.join("; ")
-                    )));
-                }
-            }
-        }
-        rendered = Some(cfg);
+        let r = render::render(ctx, p, contract, bundle.as_ref())?;
+        result = result.with(r.shape_key, r.shape_records.clone());
+        rendered = Some(r);
     } else if p.is_set("dest") {
         return Err(ModuleError::new(
             "dest needs a config to write: set machine_type (to generate one) or base_config (to patch one)",
         ));
     }
 
-    if let Some(cfg) = &rendered {
-        // talosctl of the contract's release decides what is written (its Go types' yaml tags).
-        let rules = Rules::for_contract(contract);
-        let text = cfg.to_yaml_with(rules);
+    if let Some(r) = &rendered {
+        let (cfg, text, rules) = (&r.config, &r.text, r.rules);
         let sha = sha256_hex(text.as_bytes());
         result = result
             .with("config_sha256", sha)
@@ -158,7 +87,7 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
             result = result.with("config", text.clone());
         }
         if let Some(dest) = p.path("dest") {
-            let outcome = converge_config_file(ctx, &dest, cfg, &text, rules)?;
+            let outcome = converge_config_file(ctx, &dest, cfg, text, rules)?;
             if outcome.changed {
                 changed = true;
                 messages.push(if ctx.check_mode {
@@ -184,7 +113,7 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
                 "talosconfig needs the secrets bundle to issue an admin certificate: set secrets_file or secrets",
             ));
         };
-        let cluster_name = cluster_name(p, rendered.as_ref())
+        let cluster_name = cluster_name(p, rendered.as_ref().map(|r| &r.config))
             .ok_or_else(|| ModuleError::new("talosconfig needs cluster_name (the context name)"))?;
         let outcome = converge_talosconfig(ctx, p, &path, bundle, &cluster_name, now)?;
         if outcome.changed {
@@ -249,167 +178,6 @@ fn load_secrets(p: &Params, contract: Contract) -> Result<(Option<Bundle>, bool)
             path.display()
         ))),
     }
-}
-
-/// The rendered config, and what happened to fields of the old config shape (see `config_shape`).
-fn render(
-    ctx: &mut Context,
-    p: &Params,
-    contract: Contract,
-    bundle: Option<&Bundle>,
-) -> Result<(MachineConfig, Vec<Value>), ModuleError> {
-    let mut cfg = if let Some(base) = p.str("base_config") {
-        let text = read_file_or_content(base).map_err(|e| option_error("base_config", e))?;
-        MachineConfig::parse(&text).map_err(|e| option_error("base_config", e))?
-    } else {
-        let bundle = bundle.ok_or_else(|| {
-            ModuleError::new(
-                "rendering a machine config needs the secrets bundle: set secrets_file or secrets",
-            )
-        })?;
-        let opts = generate_options(ctx, p, contract)?;
-        MachineConfig::generate(bundle, &opts).map_err(module_error)?
-    };
-    let machine = machine_type_of(p, &cfg)?;
-    let old_shape = if p.bool("convert_patches") {
-        OldShape::Convert
-    } else {
-        OldShape::Refuse
-    };
-    let (patches, records) =
-        patches_for_contract(ctx, load_patches(p)?, contract, machine, old_shape)?;
-    cfg.apply_patches(&patches)
-        .map_err(|e| ModuleError::new(format!("patches: {e:#}")))?;
-    Ok((cfg, records))
-}
-
-/// The machine type patches are converted for: the one rendered, or the base config's.
-fn machine_type_of(p: &Params, cfg: &MachineConfig) -> Result<MachineType, ModuleError> {
-    let name = match p.str("machine_type") {
-        Some(t) => t.to_string(),
-        None => cfg
-            .v1alpha1()
-            .and_then(|d| d.pointer("/machine/type"))
-            .and_then(Value::as_str)
-            .unwrap_or("worker")
-            .to_string(),
-    };
-    Ok(match name.as_str() {
-        "controlplane" | "init" => MachineType::ControlPlane,
-        _ => MachineType::Worker,
-    })
-}
-
-fn generate_options(
-    ctx: &mut Context,
-    p: &Params,
-    contract: Contract,
-) -> Result<GenerateOptions, ModuleError> {
-    let machine_type = match p.str("machine_type") {
-        Some("controlplane") => MachineType::ControlPlane,
-        _ => MachineType::Worker,
-    };
-    let cluster_name = p
-        .str("cluster_name")
-        .filter(|s| !s.is_empty())
-        .ok_or_else(|| ModuleError::new("machine_type needs cluster_name"))?;
-    let endpoint = p
-        .str("cluster_endpoint")
-        .filter(|s| !s.is_empty())
-        .ok_or_else(|| {
-            ModuleError::new(
-                "machine_type needs cluster_endpoint, the Kubernetes API address or URL (e.g. 10.0.0.10 or https://10.0.0.10:6443)",
-            )
-        })?;
-    let endpoint = endpoint_url(endpoint).map_err(|e| option_error("cluster_endpoint", e))?;
-    if endpoint.implicit_443 {
-        ctx.warn(format!(
-            "cluster_endpoint {} names no port, so Kubernetes clients use 443; the API server \
-             listens on {KUBERNETES_API_PORT}: write the port unless a load balancer forwards 443",
-            endpoint.url
-        ));
-    }
-    let mut opts = GenerateOptions::new(contract, machine_type, cluster_name, endpoint.url);
-    if let Some(version) = p.str("kubernetes_version") {
-        let bare = version.trim_start_matches('v');
-        if semver::Version::parse(bare).is_err() {
-            return Err(ModuleError::new(format!(
-                "kubernetes_version must be a version like 1.36.2, got {version:?}"
-            )));
-        }
-        opts.kubernetes_version = bare.to_string();
-    }
-    opts.install_disk = non_empty(p.str("install_disk"));
-    if p.is_set("install_image") {
-        opts.install_image = non_empty(p.str("install_image"));
-        if let Some(image) = &opts.install_image {
-            ferro_talos_config::image::check_reference(image)
-                .map_err(|why| ModuleError::new(format!("install_image: {why}")))?;
-        }
-    } else if let Some(release) = p.str("talos_version").filter(|v| is_full_release(v)) {
-        // A full release (v1.13.9) is the installer a user means, as talosctl of that release
-        // writes its own tag: a node booted from that release's media is never pointed at an
-        // older installer by a default.
-        opts.install_image = Some(installer_for_release(contract, release));
-    }
-    opts.additional_sans = strings(p, "additional_sans");
-    opts.dns_domain = p.str("dns_domain").unwrap_or("cluster.local").to_string();
-    opts.pod_subnets = strings(p, "pod_subnets");
-    opts.service_subnets = strings(p, "service_subnets");
-    opts.allow_scheduling_on_control_planes = p.bool("allow_scheduling_on_control_planes");
-    opts.install_extra_kernel_args = strings(p, "install_extra_kernel_args");
-    if let Some(port) = p.int("local_api_server_port") {
-        opts.local_api_server_port =
-            Some(u16::try_from(port).ok().filter(|p| *p > 0).ok_or_else(|| {
-                ModuleError::new(format!(
-                    "local_api_server_port must be a TCP port (1-65535), got {port}"
-                ))
-            })?);
-    }
-    for (host, url) in p.dict("registry_mirrors").into_iter().flatten() {
-        let url = url.as_str().filter(|u| !u.is_empty()).ok_or_else(|| {
-            ModuleError::new(format!(
-                "registry_mirrors.{host}: expected the mirror URL as a string, e.g. https://mirror.example.com"
-            ))
-        })?;
-        opts.registry_mirrors.push((host.clone(), url.to_string()));
-    }
-    Ok(opts)
-}
-
-/// Patches in order; empty ones are dropped (Talos would turn them into an empty JSON patch that
-/// fails on every multi-document config).
-fn load_patches(p: &Params) -> Result<Vec<LabelledPatch>, ModuleError> {
-    let mut out = Vec::new();
-    for (i, item) in p.list("patches").unwrap_or_default().iter().enumerate() {
-        let label = format!("patches[{i}]");
-        let text = match item {
-            Value::String(s) if s.starts_with('@') => {
-                let path = Path::new(&s[1..]);
-                std::fs::read_to_string(path).map_err(|e| {
-                    ModuleError::new(format!(
-                        "{label}: cannot read patch file {}: {e}",
-                        path.display()
-                    ))
-                })?
-            }
-            Value::String(s) => s.clone(),
-            Value::Object(_) | Value::Array(_) => item.to_string(),
-            Value::Null => continue,
-            other => {
-                return Err(ModuleError::new(format!(
-                    "{label}: expected YAML text, a dict, a list of JSON patch operations or @file, got {}",
-                    json_type(other)
-                )));
-            }
-        };
-        match Patch::parse_optional(&text) {
-            Ok(Some(patch)) => out.push(LabelledPatch { label, patch }),
-            Ok(None) => {}
-            Err(e) => return Err(ModuleError::new(format!("{label}: {e:#}"))),
-        }
-    }
-    Ok(out)
 }
 
 struct FileOutcome {
@@ -611,38 +379,6 @@ fn cluster_name(p: &Params, cfg: Option<&MachineConfig>) -> Option<String> {
         .pointer("/cluster/clusterName")?
         .as_str()
         .map(str::to_string)
-}
-
-fn strings(p: &Params, name: &str) -> Vec<String> {
-    p.str_list(name)
-        .unwrap_or_default()
-        .into_iter()
-        .map(str::to_string)
-        .collect()
-}
-
-/// `v1.13.9` or `1.13.9-rc.0` (a release), not just the contract `v1.13`.
-fn is_full_release(version: &str) -> bool {
-    version.trim().trim_start_matches('v').split('.').count() >= 3
-}
-
-fn non_empty(value: Option<&str>) -> Option<String> {
-    value.filter(|s| !s.is_empty()).map(str::to_string)
-}
-
-fn json_type(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "a dict",
-    }
-}
-
-fn option_error(option: &str, e: anyhow::Error) -> ModuleError {
-    ModuleError::new(format!("{option}: {e:#}"))
 }
 
 fn module_error(e: anyhow::Error) -> ModuleError {
