@@ -12,11 +12,13 @@ use serde_json::{Value, json};
 
 use crate::connection::{self, Target, client_error, with_connection_options};
 use crate::files::read_file_or_content;
+use crate::render;
 use crate::sha256_hex;
 
 pub fn spec() -> Spec {
     with_connection_options(Spec::new())
-        .option(Opt::str("config").required().no_log())
+        .option(Opt::str("config").no_log())
+        .option(Opt::dict("render").options(render::options(Spec::new())))
         .option(
             Opt::str("mode")
                 .choices(&["auto", "no_reboot", "reboot", "staged", "try"])
@@ -33,6 +35,8 @@ pub fn spec() -> Spec {
         .option(Opt::str("expected_address"))
         .option(Opt::bool("allow_machine_type_change").default(false))
         .option(Opt::bool("refuse_risky_changes").default(false))
+        .mutually_exclusive(&["config", "render"])
+        .required_one_of(&["config", "render"])
 }
 
 /// Everything the run needs, checked up front so bad input never reaches a node.
@@ -51,6 +55,15 @@ struct Request {
     allow_machine_type_change: bool,
     /// Stop before applying anything that `risk::risky_changes` lists.
     refuse_risky_changes: bool,
+    /// With `render`: what `talos_config` would report about the config it renders.
+    rendered: Option<RenderReport>,
+}
+
+/// The facts `talos_config` returns about a config it renders, returned the same way here.
+struct RenderReport {
+    contract: String,
+    shape_key: &'static str,
+    shape_records: Vec<Value>,
 }
 
 pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
@@ -62,8 +75,20 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
 
 fn request(ctx: &mut Context, p: &Params) -> Result<Request, ModuleError> {
     let target = Target::from_params(p)?;
-    let raw = p.str("config").unwrap_or_default();
-    let text = read_file_or_content(raw).map_err(|e| ModuleError::new(format!("config: {e:#}")))?;
+    let (text, rendered) = match p.sub("render") {
+        Some(options) => {
+            let (text, report) = render_in_place(ctx, p, options)?;
+            (text, Some(report))
+        }
+        None => {
+            let raw = p.str("config").unwrap_or_default();
+            let text = read_file_or_content(raw)
+                .map_err(|e| ModuleError::new(format!("config: {e:#}")))?;
+            (text, None)
+        }
+    };
+    // A rendered config is read back as a file written by talos_config would be, so both ways
+    // compare and send exactly the same thing.
     let desired = MachineConfig::parse(&text)
         .map_err(|e| ModuleError::new(format!("config is not a valid machine config: {e:#}")))?;
     if desired.v1alpha1().is_none() {
@@ -103,7 +128,39 @@ fn request(ctx: &mut Context, p: &Params) -> Result<Request, ModuleError> {
         timeout,
         allow_machine_type_change: p.bool("allow_machine_type_change"),
         refuse_risky_changes: p.bool("refuse_risky_changes"),
+        rendered,
     })
+}
+
+/// Renders the config from `render`'s options and the task's secrets bundle, as talos_config
+/// would write it to `dest`; its secrets are masked from here on.
+fn render_in_place(
+    ctx: &mut Context,
+    p: &Params,
+    options: &Params,
+) -> Result<(String, RenderReport), ModuleError> {
+    let in_render = |e: ModuleError| ModuleError::new(format!("render: {}", e.msg()));
+    let Some(bundle) = connection::load_bundle(ctx, p)? else {
+        return Err(ModuleError::new(
+            "render needs the secrets bundle to render the config from: set secrets_file or \
+             secrets (a talosconfig only holds client credentials), or render it with \
+             ferro.talos.talos_config and pass the file as config",
+        ));
+    };
+    if !options.is_set("machine_type") && !options.is_set("base_config") {
+        return Err(ModuleError::new(
+            "render needs render.machine_type (controlplane or worker) to generate a config, or \
+             render.base_config to patch one",
+        ));
+    }
+    let (contract, _) = render::contract(options).map_err(in_render)?;
+    let rendered = render::render(ctx, options, contract, Some(&bundle)).map_err(in_render)?;
+    let report = RenderReport {
+        contract: format!("v{contract}"),
+        shape_key: rendered.shape_key,
+        shape_records: rendered.shape_records,
+    };
+    Ok((rendered.text, report))
 }
 
 /// `machine.type` of a config (`controlplane`, `worker`, `init`), if it has one.
@@ -587,12 +644,18 @@ fn base_result(req: &Request, before: &MachineConfig, changed: bool) -> ModuleRe
     } else {
         Vec::new()
     };
-    ModuleResult::new(changed)
+    let result = ModuleResult::new(changed)
         .with("node", req.target.node.clone())
         .with("mode", req.mode_name.clone())
         .with("config_sha256", sha256_hex(req.text.as_bytes()))
         .with("changed_paths", changed_paths)
-        .with("risky_changes", risky)
+        .with("risky_changes", risky);
+    match &req.rendered {
+        Some(r) => result
+            .with("contract", r.contract.clone())
+            .with(r.shape_key, r.shape_records.clone()),
+        None => result,
+    }
 }
 
 fn config_diff(before: &MachineConfig, after: &MachineConfig, node: &str) -> Diff {
