@@ -11,7 +11,7 @@ from sim_cluster import site_inventory
 
 SITE = ROOT / "examples" / "site.yml"
 # Task names as the results report them: examples/site.yml runs the ferro.talos.cluster role.
-APPLY = "ferro.talos.cluster : Apply the config"
+APPLY = "ferro.talos.cluster : Render and apply the node's config"
 BOOTSTRAP = "ferro.talos.cluster : Bootstrap etcd once, on the first control plane"
 
 

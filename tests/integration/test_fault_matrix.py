@@ -376,11 +376,7 @@ def test_fault(cluster, case, phase, inject, node, play, touched, words):
         assert after[node] != before[node]
     assert c.files() == files_before
     assert all(mode == 0o600 for _, mode in c.files().values())
-    # Rendered configs (they hold secrets) go to TMPDIR, and none is left there; nor in Ansible's own temp.
-    render_dirs = [r["result"]["path"] for r in run.results if str(r["result"].get("path", "")).endswith(".talos")]
-    if phase == "converge" and touched:
-        assert render_dirs, "no rendered config directory was created"
-    assert all(p.startswith(str(c.ansible.tmpdir)) for p in render_dirs), render_dirs
+    # Nothing (a rendered config holds secrets) is left in TMPDIR, nor in Ansible's own temp.
     assert leftovers(c.ansible.tmpdir) == []
     assert leftovers(c.workdir / "ansible-home" / "tmp") == []
     print(f"\nMATRIX {case}: {named[0]}")

@@ -264,7 +264,7 @@ def test_a_node_found_on_its_dhcp_address_gets_its_first_config_there_and_is_the
     assert first.rc == 0, first.output
     worker = sim.status()[1]
     assert worker["address"] == static and not worker["maintenance"], worker
-    apply = [r for r in first.tasks("ferro.talos.cluster : Apply the config") if r["host"] == "w1"]
+    apply = [r for r in first.tasks("ferro.talos.cluster : Render and apply the node's config") if r["host"] == "w1"]
     assert apply[0]["result"]["changed"] and apply[0]["result"]["maintenance"], apply
 
     again = ansible.run(site, inventory=path, check=True, diff=True)
