@@ -1,12 +1,16 @@
-//! The small slice of YAML this crate needs: parsing into `serde_json::Value` without echoing
-//! input on error (inputs hold keys), and emitting scalars the way go-yaml does so that
-//! `secrets.yaml` and talosconfig files come out byte for byte like talosctl's.
+//! The small slice of YAML this crate needs, and go-yaml's rules for string scalars.
+//!
+//! Parsing goes into `serde_json::Value` without echoing input on error (inputs hold keys).
+//! Emitting follows go-yaml's encoder (go.yaml.in/yaml/v4 v4.0.0-rc.4, the version Talos pins)
+//! so that `secrets.yaml` and talosconfig files come out byte for byte like talosctl's. The
+//! style choice ([`string_style`]) and the double-quoted writer ([`write_double_quoted`]) are
+//! public: the config crate's encoder uses the same ones.
 
 use anyhow::{Result, anyhow};
 use serde_json::Value;
 
 /// Parses one YAML document. Parse errors report only the position: the text may be secret.
-pub fn parse(text: &str, what: &str) -> Result<Value> {
+pub(crate) fn parse(text: &str, what: &str) -> Result<Value> {
     if text.trim().is_empty() {
         return Ok(Value::Null);
     }
@@ -20,152 +24,422 @@ pub fn parse(text: &str, what: &str) -> Result<Value> {
     })
 }
 
-/// A string scalar as go-yaml v3 would write it in block context: plain when it reads back as
-/// the same string, single-quoted when plain would be misread as syntax, double-quoted when it
-/// would resolve to another type (number, bool, null, timestamp) or holds control characters.
-/// Multi-line strings (which go-yaml writes as `|-` blocks) are double-quoted here; no value
-/// this crate writes contains a line break.
-pub fn scalar(s: &str) -> String {
-    if s.chars().any(|c| c.is_control()) {
-        return double_quoted(s);
-    }
-    if resolves_to_non_string(s) {
-        return double_quoted(s);
-    }
-    if plain_allowed(s) {
-        s.to_string()
+/// How go-yaml writes a string scalar.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Style {
+    Plain,
+    Single,
+    Double,
+    /// A `|` block: chosen for multi-line text where the emitter allows one.
+    Literal,
+}
+
+/// The style go-yaml gives a string value in block context: double-quoted when plain would
+/// resolve to another type (number, bool, null, timestamp, merge key) or when the text holds
+/// characters only escapes can carry; plain when the emitter's analysis allows it, single-quoted
+/// otherwise; literal for multi-line text that a block can hold.
+pub fn string_style(s: &str) -> Style {
+    let a = analyze(s);
+    if s.contains('\n') {
+        if a.block_allowed {
+            Style::Literal
+        } else {
+            Style::Double
+        }
+    } else if !resolves_as_string(s) {
+        Style::Double
+    } else if a.plain_allowed {
+        Style::Plain
+    } else if a.single_allowed {
+        Style::Single
     } else {
-        format!("'{}'", s.replace('\'', "''"))
+        Style::Double
     }
 }
 
-fn double_quoted(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            c if c.is_control() => out.push_str(&format!("\\u{:04X}", c as u32)),
-            c => out.push(c),
+/// A string scalar as go-yaml writes it in block context ([`string_style`]). Multi-line
+/// strings, which go-yaml writes as `|` blocks, are double-quoted here; no value this crate
+/// writes contains a line break.
+pub(crate) fn scalar(s: &str) -> String {
+    match string_style(s) {
+        Style::Plain => s.to_string(),
+        Style::Single => format!("'{}'", s.replace('\'', "''")),
+        Style::Double | Style::Literal => {
+            let mut out = String::with_capacity(s.len() + 2);
+            write_double_quoted(&mut out, s);
+            out
         }
     }
-    out.push('"');
-    out
 }
 
-/// go-yaml's emitter analysis, reduced to the block-context plain-scalar question.
-fn plain_allowed(s: &str) -> bool {
-    let bytes = s.as_bytes();
-    if s.starts_with(' ') || s.ends_with(' ') || s.starts_with("---") || s.starts_with("...") {
-        return false;
+struct Analysis {
+    plain_allowed: bool,
+    single_allowed: bool,
+    block_allowed: bool,
+}
+
+/// libyaml's scalar analysis, block context only.
+fn analyze(s: &str) -> Analysis {
+    if s.is_empty() {
+        return Analysis {
+            plain_allowed: false,
+            single_allowed: true,
+            block_allowed: false,
+        };
     }
-    let followed_by_space = |i: usize| bytes.get(i + 1).is_none_or(|b| *b == b' ');
-    for (i, &b) in bytes.iter().enumerate() {
+    let chars: Vec<char> = s.chars().collect();
+    let mut block_indicators = s.starts_with("---") || s.starts_with("...");
+    let (mut leading_space, mut leading_break, mut trailing_space, mut trailing_break) =
+        (false, false, false, false);
+    let (mut break_space, mut space_break, mut previous_space, mut previous_break) =
+        (false, false, false, false);
+    let mut line_breaks = false;
+    let mut special = false;
+    let mut preceded_by_ws = true;
+    let last = chars.len() - 1;
+    for (i, &c) in chars.iter().enumerate() {
+        let followed_by_ws = chars.get(i + 1).is_none_or(|n| is_blank_or_break(*n));
         if i == 0 {
-            match b {
-                b'#' | b',' | b'[' | b']' | b'{' | b'}' | b'&' | b'*' | b'!' | b'|' | b'>'
-                | b'\'' | b'"' | b'%' | b'@' | b'`' => return false,
-                b'?' | b':' | b'-' if followed_by_space(i) => return false,
+            match c {
+                '#' | ',' | '[' | ']' | '{' | '}' | '&' | '*' | '!' | '|' | '>' | '\'' | '"'
+                | '%' | '@' | '`' => block_indicators = true,
+                '?' | ':' | '-' if followed_by_ws => block_indicators = true,
                 _ => {}
             }
         } else {
-            match b {
-                b':' if followed_by_space(i) => return false,
-                b'#' if bytes[i - 1] == b' ' => return false,
+            match c {
+                ':' if followed_by_ws => block_indicators = true,
+                '#' if preceded_by_ws => block_indicators = true,
                 _ => {}
             }
         }
+        if !is_printable(c) {
+            special = true;
+        }
+        if is_break(c) {
+            line_breaks = true;
+        }
+        if c == ' ' {
+            if i == 0 {
+                leading_space = true;
+            }
+            if i == last {
+                trailing_space = true;
+            }
+            if previous_break {
+                break_space = true;
+            }
+            previous_space = true;
+            previous_break = false;
+        } else if is_break(c) {
+            if i == 0 {
+                leading_break = true;
+            }
+            if i == last {
+                trailing_break = true;
+            }
+            if previous_space {
+                space_break = true;
+            }
+            previous_break = true;
+            previous_space = false;
+        } else {
+            previous_space = false;
+            previous_break = false;
+        }
+        preceded_by_ws = is_blank_or_break(c);
     }
-    true
+    let mut a = Analysis {
+        plain_allowed: true,
+        single_allowed: true,
+        block_allowed: true,
+    };
+    if leading_space || leading_break || trailing_space || trailing_break {
+        a.plain_allowed = false;
+    }
+    if trailing_space {
+        a.block_allowed = false;
+    }
+    if break_space {
+        a.plain_allowed = false;
+        a.single_allowed = false;
+    }
+    if space_break || special {
+        a = Analysis {
+            plain_allowed: false,
+            single_allowed: false,
+            block_allowed: false,
+        };
+    }
+    if line_breaks || block_indicators {
+        a.plain_allowed = false;
+    }
+    // Breaks inside single quotes would need folding; go-yaml never produces that for our input
+    // (multi-line strings go literal or double-quoted), so keep such strings double-quoted.
+    if line_breaks {
+        a.single_allowed = false;
+    }
+    a
 }
 
-fn resolves_to_non_string(s: &str) -> bool {
-    const WORDS: &[&str] = &[
-        "", "~", "null", "Null", "NULL", "true", "True", "TRUE", "false", "False", "FALSE", "y",
-        "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO", "on", "On", "ON", "off", "Off",
-        "OFF", ".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF", "-.inf", "-.Inf", "-.INF",
-        ".nan", ".NaN", ".NAN",
+fn is_break(c: char) -> bool {
+    matches!(c, '\n' | '\r' | '\u{85}' | '\u{2028}' | '\u{2029}')
+}
+
+fn is_blank_or_break(c: char) -> bool {
+    c == ' ' || c == '\t' || is_break(c)
+}
+
+/// go-yaml's printable set (with unicode output on).
+fn is_printable(c: char) -> bool {
+    let u = c as u32;
+    u == 0x0A
+        || (0x20..=0x7E).contains(&u)
+        || (0xA0..=0xD7FF).contains(&u)
+        || ((0xE000..=0xFFFD).contains(&u) && u != 0xFEFF)
+}
+
+/// Whether a plain scalar with this text would decode as a string (go-yaml's resolver, plus
+/// the YAML 1.1 booleans, base-60 floats and `<<` merge key it also refuses to write plain).
+fn resolves_as_string(s: &str) -> bool {
+    const SPECIAL: &[&str] = &[
+        "", "~", "null", "Null", "NULL", "true", "True", "TRUE", "false", "False", "FALSE", ".nan",
+        ".NaN", ".NAN", ".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF", "-.inf", "-.Inf",
+        "-.INF", "<<", "y", "Y", "yes", "Yes", "YES", "on", "On", "ON", "n", "N", "no", "No", "NO",
+        "off", "Off", "OFF",
     ];
-    if WORDS.contains(&s) {
+    if SPECIAL.contains(&s) {
+        return false;
+    }
+    let first = s.as_bytes()[0];
+    if first == b'.' {
+        return !is_dot_float(s);
+    }
+    if !(first.is_ascii_digit() || first == b'+' || first == b'-') {
         return true;
     }
-    let plain: String = s.chars().filter(|c| *c != '_').collect();
-    is_int(&plain) || is_float(&plain) || is_base60(s) || looks_like_timestamp(s)
-}
-
-fn is_int(s: &str) -> bool {
-    let s = s.strip_prefix(['-', '+']).unwrap_or(s);
-    let all = |t: &str, f: fn(char) -> bool| !t.is_empty() && t.chars().all(f);
-    if let Some(hex) = s.strip_prefix("0x") {
-        return all(hex, |c| c.is_ascii_hexdigit());
-    }
-    if let Some(oct) = s.strip_prefix("0o") {
-        return all(oct, |c| ('0'..='7').contains(&c));
-    }
-    if let Some(bin) = s.strip_prefix("0b") {
-        return all(bin, |c| c == '0' || c == '1');
-    }
-    all(s, |c| c.is_ascii_digit())
-}
-
-/// `[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?`
-fn is_float(s: &str) -> bool {
-    let s = s.strip_prefix(['-', '+']).unwrap_or(s);
-    let (mantissa, exponent) = match s.find(['e', 'E']) {
-        Some(i) => (&s[..i], Some(&s[i + 1..])),
-        None => (s, None),
-    };
-    let digits = |t: &str| t.chars().all(|c| c.is_ascii_digit());
-    let mantissa_ok = match mantissa.split_once('.') {
-        Some(("", frac)) => !frac.is_empty() && digits(frac),
-        Some((int, frac)) => !int.is_empty() && digits(int) && digits(frac),
-        None => !mantissa.is_empty() && digits(mantissa),
-    };
-    let exponent_ok = exponent.is_none_or(|e| {
-        let e = e.strip_prefix(['-', '+']).unwrap_or(e);
-        !e.is_empty() && digits(e)
-    });
-    mantissa_ok && exponent_ok
-}
-
-/// YAML 1.1 sexagesimal numbers such as `1:20`, which go-yaml quotes on output.
-fn is_base60(s: &str) -> bool {
-    let s = s.strip_prefix(['-', '+']).unwrap_or(s);
-    let mut parts = s.split(':');
-    let head = parts.next().unwrap_or_default();
-    let rest: Vec<&str> = parts.collect();
-    if rest.is_empty() || !head.starts_with(|c: char| c.is_ascii_digit()) {
+    if is_timestamp(s) || is_base60_float(s) {
         return false;
     }
-    if !head.chars().all(|c| c.is_ascii_digit() || c == '_') {
+    let plain = s.replace('_', "");
+    !(is_go_int(&plain) || is_yaml_float(&plain))
+}
+
+/// `.5`, `.5e3`, `.5_0`: what Go's ParseFloat accepts after a leading dot (go-yaml hands it the
+/// text as written, so an underscore counts when it stands between two digits).
+fn is_dot_float(s: &str) -> bool {
+    let rest = &s[1..];
+    let (mant, exp) = match rest.find(['e', 'E']) {
+        Some(i) => (&rest[..i], Some(&rest[i + 1..])),
+        None => (rest, None),
+    };
+    let digits = |t: &str| {
+        !t.is_empty()
+            && !t.starts_with('_')
+            && !t.ends_with('_')
+            && !t.contains("__")
+            && t.bytes().all(|b| b.is_ascii_digit() || b == b'_')
+    };
+    digits(mant) && exp.is_none_or(|e| digits(e.strip_prefix(['+', '-']).unwrap_or(e)))
+}
+
+fn is_exponent(e: &str) -> bool {
+    let e = e.strip_prefix(['+', '-']).unwrap_or(e);
+    !e.is_empty() && e.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// Go's ParseInt/ParseUint with base 0 (sign, 0x/0o/0b prefixes, legacy 0-octal), ignoring
+/// range; plus go-yaml's own 0b/0o fallbacks, which accept the same spellings.
+fn is_go_int(s: &str) -> bool {
+    let body = s.strip_prefix(['+', '-']).unwrap_or(s);
+    let b = body.as_bytes();
+    if b.is_empty() {
         return false;
     }
-    let last = rest.len() - 1;
-    rest.iter().enumerate().all(|(i, part)| {
-        let (sexa, frac) = match (i == last, part.split_once('.')) {
-            (true, Some((a, b))) => (a, Some(b)),
-            _ => (*part, None),
+    let (digits, radix) = if b.len() >= 2 && b[0] == b'0' {
+        match b[1] {
+            b'x' | b'X' => (&body[2..], 16),
+            b'o' | b'O' => (&body[2..], 8),
+            b'b' | b'B' => (&body[2..], 2),
+            _ => (&body[1..], 8),
+        }
+    } else {
+        (body, 10)
+    };
+    !digits.is_empty() && digits.chars().all(|c| c.is_digit(radix))
+}
+
+/// go-yaml's `^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$`.
+fn is_yaml_float(s: &str) -> bool {
+    let body = s.strip_prefix(['+', '-']).unwrap_or(s);
+    let (mant, exp) = match body.find(['e', 'E']) {
+        Some(i) => (&body[..i], Some(&body[i + 1..])),
+        None => (body, None),
+    };
+    let mant_ok = match mant.split_once('.') {
+        Some(("", frac)) => !frac.is_empty() && frac.bytes().all(|b| b.is_ascii_digit()),
+        Some((int, frac)) => {
+            !int.is_empty()
+                && int.bytes().all(|b| b.is_ascii_digit())
+                && frac.bytes().all(|b| b.is_ascii_digit())
+        }
+        None => !mant.is_empty() && mant.bytes().all(|b| b.is_ascii_digit()),
+    };
+    mant_ok && exp.is_none_or(is_exponent)
+}
+
+/// `^[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?$`
+fn is_base60_float(s: &str) -> bool {
+    let body = s.strip_prefix(['+', '-']).unwrap_or(s);
+    let (main, frac) = match body.split_once('.') {
+        Some((m, f)) => (m, Some(f)),
+        None => (body, None),
+    };
+    if frac.is_some_and(|f| !f.bytes().all(|b| b.is_ascii_digit() || b == b'_')) {
+        return false;
+    }
+    let mut parts = main.split(':');
+    let head = parts.next().unwrap_or("");
+    if head.is_empty()
+        || !head.as_bytes()[0].is_ascii_digit()
+        || !head.bytes().all(|b| b.is_ascii_digit() || b == b'_')
+    {
+        return false;
+    }
+    let mut count = 0;
+    for p in parts {
+        count += 1;
+        let ok = match p.as_bytes() {
+            [d] => d.is_ascii_digit(),
+            [a, d] => (b'0'..=b'5').contains(a) && d.is_ascii_digit(),
+            _ => false,
         };
-        let sexa_ok = matches!(sexa.len(), 1 | 2)
-            && sexa.chars().all(|c| c.is_ascii_digit())
-            && (sexa.len() == 1 || sexa.as_bytes()[0] <= b'5');
-        sexa_ok && frac.is_none_or(|f| f.chars().all(|c| c.is_ascii_digit() || c == '_'))
-    })
+        if !ok {
+            return false;
+        }
+    }
+    count > 0
 }
 
-/// Conservative: anything starting like `YYYY-M-D` is treated as a timestamp and quoted.
-fn looks_like_timestamp(s: &str) -> bool {
+/// go-yaml's timestamp forms: `2006-1-2`, with `T`/`t` + time + zone, or ` ` + time. Field
+/// ranges are not checked (time.Parse refuses `2024-13-45`, which go-yaml then writes plain).
+fn is_timestamp(s: &str) -> bool {
     let b = s.as_bytes();
-    b.len() >= 8 && b[..4].iter().all(u8::is_ascii_digit) && b[4] == b'-' && b[5].is_ascii_digit()
+    let digits = |from: usize, min: usize, max: usize| -> Option<usize> {
+        let n = b[from.min(b.len())..]
+            .iter()
+            .take_while(|c| c.is_ascii_digit())
+            .count();
+        (n >= min && n <= max).then_some(from + n)
+    };
+    let sep = |at: usize, c: u8| b.get(at) == Some(&c);
+    let Some(i) = digits(0, 4, 4) else {
+        return false;
+    };
+    if !sep(i, b'-') {
+        return false;
+    }
+    let Some(i) = digits(i + 1, 1, 2) else {
+        return false;
+    };
+    if !sep(i, b'-') {
+        return false;
+    }
+    let Some(i) = digits(i + 1, 1, 2) else {
+        return false;
+    };
+    if i == b.len() {
+        return true;
+    }
+    let with_zone = match b[i] {
+        b'T' | b't' => true,
+        b' ' => false,
+        _ => return false,
+    };
+    let Some(i) = digits(i + 1, 1, 2) else {
+        return false;
+    };
+    if !sep(i, b':') {
+        return false;
+    }
+    let Some(i) = digits(i + 1, 1, 2) else {
+        return false;
+    };
+    if !sep(i, b':') {
+        return false;
+    }
+    let Some(mut i) = digits(i + 1, 1, 2) else {
+        return false;
+    };
+    // Go's time.Parse takes a comma for the point and any number of fraction digits.
+    if sep(i, b'.') || sep(i, b',') {
+        let Some(j) = digits(i + 1, 1, usize::MAX) else {
+            return false;
+        };
+        i = j;
+    }
+    if !with_zone {
+        return i == b.len();
+    }
+    match b.get(i) {
+        Some(b'Z') => i + 1 == b.len(),
+        Some(b'+') | Some(b'-') => {
+            let Some(j) = digits(i + 1, 2, 2) else {
+                return false;
+            };
+            if !sep(j, b':') {
+                return false;
+            }
+            digits(j + 1, 2, 2) == Some(b.len())
+        }
+        _ => false,
+    }
+}
+
+/// Writes `s` as a go-yaml double-quoted scalar, with its escapes.
+pub fn write_double_quoted(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        let escape = !is_printable(c) || c == '\u{FEFF}' || is_break(c) || c == '"' || c == '\\';
+        if !escape {
+            out.push(c);
+            continue;
+        }
+        out.push('\\');
+        match c {
+            '\0' => out.push('0'),
+            '\u{7}' => out.push('a'),
+            '\u{8}' => out.push('b'),
+            '\t' => out.push('t'),
+            '\n' => out.push('n'),
+            '\u{b}' => out.push('v'),
+            '\u{c}' => out.push('f'),
+            '\r' => out.push('r'),
+            '\u{1b}' => out.push('e'),
+            '"' => out.push('"'),
+            '\\' => out.push('\\'),
+            '\u{85}' => out.push('N'),
+            '\u{a0}' => out.push('_'),
+            '\u{2028}' => out.push('L'),
+            '\u{2029}' => out.push('P'),
+            other => {
+                let u = other as u32;
+                if u <= 0xFF {
+                    out.push_str(&format!("x{u:02X}"));
+                } else if u <= 0xFFFF {
+                    out.push_str(&format!("u{u:04X}"));
+                } else {
+                    out.push_str(&format!("U{u:08X}"));
+                }
+            }
+        }
+    }
+    out.push('"');
 }
 
 /// Writes `key: value` at `indent` spaces, recursing into mappings and sequences with go-yaml's
 /// layout (4-space steps, sequence items indented under their key, `[]`/`{}` when empty).
-pub fn emit_entry(out: &mut String, indent: usize, key: &str, value: &Value) {
+pub(crate) fn emit_entry(out: &mut String, indent: usize, key: &str, value: &Value) {
     let pad = " ".repeat(indent);
     match value {
         Value::Object(map) if map.is_empty() => {
@@ -262,6 +536,82 @@ mod tests {
         assert_eq!(scalar("[::1]:50000"), "'[::1]:50000'");
         assert_eq!(scalar("it's: x"), "'it''s: x'");
         assert_eq!(scalar("a\tb"), "\"a\\tb\"");
+    }
+
+    #[test]
+    fn resolver_edge_cases() {
+        for s in [
+            "0o", "0x", "-", ".", "1e", "infinity", "NaN", "v1", "1.2.3", "0b2",
+        ] {
+            assert!(resolves_as_string(s), "{s}");
+        }
+        for s in [
+            "0o17",
+            "0x1F",
+            "+0x1F",
+            "0b101",
+            "0777",
+            "08",
+            "1_000",
+            "-1.5e3",
+            "+.5",
+            "1:20:30",
+            "2001-12-14t21:59:43.10-05:00",
+            "2001-12-14 21:59:43.10",
+        ] {
+            assert!(!resolves_as_string(s), "{s}");
+        }
+    }
+
+    /// Inputs on which the two copies this module replaced disagreed, pinned to go-yaml: the
+    /// resolver's first-byte hint (`_` is never a number), Go's ParseInt prefixes in either
+    /// case, ParseFloat's underscores between digits after a leading dot, time.Parse's fraction
+    /// (any length, point or comma), v4's quoted merge key.
+    #[test]
+    fn reconciled_with_go_yaml() {
+        for s in [
+            "_1",
+            "_2024",
+            "._5",
+            ".5_",
+            "1234-5678",
+            "2024-2024",
+            "2024-01-02-foo",
+            "2024-1-2x",
+        ] {
+            assert!(resolves_as_string(s), "{s}");
+            assert_eq!(scalar(s), s);
+        }
+        for s in [
+            "<<",
+            "0X1F",
+            "0O17",
+            "-0B101",
+            ".5_0",
+            ".5e1_0",
+            "2001-12-14 21:59:43.1234567890",
+            "2001-12-14 21:59:43,10",
+            "2024-1-2",
+        ] {
+            assert!(!resolves_as_string(s), "{s}");
+            assert_eq!(scalar(s), format!("\"{s}\""));
+        }
+    }
+
+    #[test]
+    fn escapes_are_go_yaml_s() {
+        assert_eq!(scalar("a\u{1}b"), "\"a\\x01b\"");
+        assert_eq!(
+            scalar("\u{0}\u{7}\u{8}\u{b}\u{c}\u{1b}"),
+            "\"\\0\\a\\b\\v\\f\\e\""
+        );
+        assert_eq!(scalar("a\u{7f}"), "\"a\\x7F\"");
+        assert_eq!(scalar("a\u{85}b"), "\"a\\Nb\"");
+        assert_eq!(scalar("a\u{2028}b\u{2029}"), "\"a\\Lb\\P\"");
+        assert_eq!(scalar("\u{feff}x"), "\"\\uFEFFx\"");
+        assert_eq!(scalar("ok \u{1F600}"), "\"ok \\U0001F600\"");
+        assert_eq!(scalar("caf\u{e9} \u{a0}"), "caf\u{e9} \u{a0}");
+        assert_eq!(scalar("two\nlines"), "\"two\\nlines\"");
     }
 
     #[test]
