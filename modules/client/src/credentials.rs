@@ -103,18 +103,8 @@ impl Credentials {
     }
 
     fn key(&self) -> Result<PrivateKeyDer<'static>> {
-        // Talos labels PKCS#8 Ed25519 keys `ED25519 PRIVATE KEY`; the body is plain
-        // PKCS#8, so the standard label is what the PEM parser needs.
-        let relabelled = self
-            .key_pem
-            .replace(
-                "-----BEGIN ED25519 PRIVATE KEY-----",
-                "-----BEGIN PRIVATE KEY-----",
-            )
-            .replace(
-                "-----END ED25519 PRIVATE KEY-----",
-                "-----END PRIVATE KEY-----",
-            );
+        // Talos's `ED25519 PRIVATE KEY` label becomes the PKCS#8 one the PEM parser knows.
+        let relabelled = ferro_talos_secrets::pki::normalize_key_pem_for_rustls(&self.key_pem);
         // The parser's error may quote input; report only the expected forms.
         PrivateKeyDer::from_pem_slice(relabelled.as_bytes()).map_err(|_| {
             cred_error(
