@@ -143,33 +143,6 @@ impl TalosClient {
         Self::connect_with(ep, config, Identity::Client(origin), opts).await
     }
 
-    /// Connect to the first endpoint that answers, in order (a talosconfig context
-    /// may list several). Only unreachable endpoints are skipped: a TLS or
-    /// credential failure is returned at once, since the next endpoint of the same
-    /// cluster would fail the same way.
-    pub async fn connect_any(
-        endpoints: &[String],
-        creds: &Credentials,
-        opts: ConnectOptions,
-    ) -> Result<TalosClient> {
-        let mut last = None;
-        for ep in endpoints {
-            match Self::connect(ep, creds, opts.clone()).await {
-                Ok(c) => return Ok(c),
-                Err(e) if e.kind.is_transient() || e.kind == ErrorKind::Timeout => last = Some(e),
-                Err(e) => return Err(e),
-            }
-        }
-        Err(last.unwrap_or_else(|| {
-            ClientError::new(
-                "",
-                "connect",
-                ErrorKind::InvalidEndpoint,
-                "no endpoints given (set endpoints in the talosconfig context or pass them explicitly)",
-            )
-        }))
-    }
-
     /// Connect to a node in maintenance mode: accept its self-signed certificate
     /// (optionally pinned), send no client certificate.
     pub async fn connect_maintenance(endpoint: &str, opts: ConnectOptions) -> Result<TalosClient> {

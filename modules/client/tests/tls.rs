@@ -766,26 +766,3 @@ async fn maintenance_connection_honours_a_pinned_fingerprint() {
         "{err}"
     );
 }
-
-#[tokio::test]
-async fn connect_any_skips_unreachable_endpoints() {
-    let ca = TestCa::new();
-    let (ep, _) = start_node(&ca, Auth::Mutual(&ca), booted("a")).await;
-    let closed = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let dead = closed.local_addr().unwrap().to_string();
-    drop(closed);
-    let client = TalosClient::connect_any(&[dead.clone(), ep.clone()], &ca.credentials(), quick())
-        .await
-        .unwrap();
-    assert_eq!(client.endpoint().to_string(), ep);
-    let err = TalosClient::connect_any(&[dead], &ca.credentials(), quick())
-        .await
-        .err()
-        .unwrap();
-    assert_eq!(err.kind, ErrorKind::Unreachable);
-    let err = TalosClient::connect_any(&[], &ca.credentials(), quick())
-        .await
-        .err()
-        .unwrap();
-    assert_eq!(err.kind, ErrorKind::InvalidEndpoint);
-}
