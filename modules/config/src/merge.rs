@@ -22,6 +22,7 @@
 //! * **Except** `*.extraArgs`: per flag, the patch value replaces wholesale, `""` included.
 
 use anyhow::{Result, bail};
+use ferro_talos_secrets::yaml::kind_name;
 use serde_json::{Map, Value};
 
 use crate::diff::push_key;
@@ -390,17 +391,6 @@ fn is_zero(v: &Value) -> bool {
         Value::String(s) => s.is_empty(),
         Value::Number(n) => n.as_f64() == Some(0.0),
         _ => false,
-    }
-}
-
-pub(crate) fn kind_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "a mapping",
     }
 }
 

@@ -1,6 +1,7 @@
 //! Reading machine configs from YAML text.
 
 use crate::document::{MachineConfig, mixed_identity};
+use ferro_talos_secrets::yaml::kind_name;
 use serde_json::Value;
 
 impl MachineConfig {
@@ -71,17 +72,6 @@ fn document_number(text: &str, line: u64) -> usize {
         }
     }
     doc
-}
-
-fn kind_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "a mapping",
-    }
 }
 
 #[cfg(test)]

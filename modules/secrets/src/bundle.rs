@@ -1,5 +1,6 @@
 //! The secrets bundle as `talosctl gen secrets` writes it.
 
+use crate::yaml::kind_name;
 use std::fmt::Write as _;
 
 use anyhow::{Result, anyhow, bail};
@@ -372,17 +373,6 @@ fn lookup<'a>(map: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
         .filter(|v| !v.is_null())
 }
 
-fn kind_of(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "a mapping",
-    }
-}
-
 impl Validator {
     fn error(&mut self, msg: impl Into<String>) {
         self.errors.push(msg.into());
@@ -405,7 +395,7 @@ impl Validator {
             Some(other) => {
                 self.error(format!(
                     "{path}: expected a mapping, got {}",
-                    kind_of(other)
+                    kind_name(other)
                 ));
                 None
             }
@@ -424,7 +414,7 @@ impl Validator {
             other => {
                 self.error(format!(
                     "{path}.{key}: expected a string, got {}",
-                    kind_of(other)
+                    kind_name(other)
                 ));
                 None
             }
@@ -442,7 +432,7 @@ impl Validator {
                 other @ (Value::Bool(_) | Value::Number(_) | Value::Array(_) | Value::Object(_)),
             ) => self.error(format!(
                 "{path}.{key}: expected a string, got {}",
-                kind_of(other)
+                kind_name(other)
             )),
             _ => self.error(format!("{path}.{key}: missing or empty")),
         }

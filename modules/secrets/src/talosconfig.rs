@@ -1,6 +1,7 @@
 //! The talosconfig client file (api.md §11, config.md §2): reading, writing in talosctl's
 //! layout, issuing a fresh admin identity from a bundle, and deciding when it must be renewed.
 
+use crate::yaml::kind_name;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -74,7 +75,7 @@ impl TalosConfig {
         let root = match &value {
             Value::Null => return Ok(TalosConfig::default()),
             Value::Object(map) => map,
-            other => bail!("talosconfig: expected a mapping, got {}", kind_of(other)),
+            other => bail!("talosconfig: expected a mapping, got {}", kind_name(other)),
         };
         let context = match root.get("context") {
             None | Some(Value::Null) => None,
@@ -82,7 +83,7 @@ impl TalosConfig {
             Some(Value::String(s)) => Some(s.clone()),
             Some(other) => bail!(
                 "talosconfig: context: expected a string, got {}",
-                kind_of(other)
+                kind_name(other)
             ),
         };
         let mut contexts = BTreeMap::new();
@@ -95,7 +96,7 @@ impl TalosConfig {
             }
             Some(other) => bail!(
                 "talosconfig: contexts: expected a mapping, got {}",
-                kind_of(other)
+                kind_name(other)
             ),
         }
         Ok(TalosConfig { context, contexts })
@@ -227,7 +228,7 @@ impl Context {
         let Some(map) = value.as_object() else {
             bail!(
                 "talosconfig: contexts.{name}: expected a mapping, got {}",
-                kind_of(value)
+                kind_name(value)
             );
         };
         let mut ctx = Context::default();
@@ -237,7 +238,7 @@ impl Context {
                 Value::String(s) => Ok(s.clone()),
                 other => Err(anyhow!(
                     "talosconfig: contexts.{name}.{key}: expected a string, got {}",
-                    kind_of(other)
+                    kind_name(other)
                 )),
             }
         };
@@ -247,7 +248,7 @@ impl Context {
                 Value::Array(items) => items.iter().map(|i| string(key, i)).collect(),
                 other => Err(anyhow!(
                     "talosconfig: contexts.{name}.{key}: expected a list of strings, got {}",
-                    kind_of(other)
+                    kind_name(other)
                 )),
             }
         };
@@ -314,17 +315,6 @@ fn ca_includes(ca_pem: &str, wanted_pem: &str) -> bool {
     let have = ders(ca_pem);
     let wanted = ders(wanted_pem);
     !wanted.is_empty() && wanted.iter().all(|w| have.contains(w))
-}
-
-fn kind_of(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "a mapping",
-    }
 }
 
 #[cfg(test)]

@@ -9,6 +9,18 @@
 use anyhow::{Result, anyhow};
 use serde_json::Value;
 
+/// What a value is, in the words an error message uses ("expected a list, got a mapping").
+pub fn kind_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "a mapping",
+    }
+}
+
 /// Parses one YAML document. Parse errors report only the position: the text may be secret.
 pub(crate) fn parse(text: &str, what: &str) -> Result<Value> {
     if text.trim().is_empty() {

@@ -3,6 +3,7 @@
 //! `talos_apply` renders in place with its `render` option (so that no rendered config, secrets and
 //! all, is ever written to disk between two tasks).
 
+use ferro_talos_secrets::yaml::kind_name;
 use std::path::Path;
 
 use ferro_ansible_protocol::{Context, ModuleError, Opt, Params, Spec, Type};
@@ -274,7 +275,7 @@ fn load_patches(p: &Params) -> Result<Vec<LabelledPatch>, ModuleError> {
             other => {
                 return Err(ModuleError::new(format!(
                     "{label}: expected YAML text, a dict, a list of JSON patch operations or @file, got {}",
-                    json_type(other)
+                    kind_name(other)
                 )));
             }
         };
@@ -302,17 +303,6 @@ fn is_full_release(version: &str) -> bool {
 
 fn non_empty(value: Option<&str>) -> Option<String> {
     value.filter(|s| !s.is_empty()).map(str::to_string)
-}
-
-fn json_type(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "a dict",
-    }
 }
 
 fn option_error(option: &str, e: anyhow::Error) -> ModuleError {
