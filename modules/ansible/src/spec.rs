@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use serde_json::Value;
+use serde_json::{Map, Value, json};
 
 use crate::coerce;
 
@@ -232,6 +232,38 @@ fn owned(names: &[&str]) -> Vec<String> {
 }
 
 impl Spec {
+    /// The options in the shape of an Ansible argument spec (type, required, default, choices,
+    /// elements, aliases, suboptions), for checking that a module's documentation says what its
+    /// code takes. A `no_log` option's default is left out.
+    pub fn describe(&self) -> Value {
+        let mut options = Map::new();
+        for opt in &self.opts {
+            let mut entry = Map::new();
+            entry.insert("type".into(), json!(opt.ty.name()));
+            entry.insert("required".into(), json!(opt.required));
+            if let (Some(default), false) = (&opt.default, opt.no_log) {
+                entry.insert("default".into(), default.clone());
+            }
+            if !opt.choices.is_empty() {
+                entry.insert("choices".into(), json!(opt.choices));
+            }
+            if let Some(elements) = opt.elements {
+                entry.insert("elements".into(), json!(elements.name()));
+            }
+            if !opt.aliases.is_empty() {
+                entry.insert("aliases".into(), json!(opt.aliases));
+            }
+            if opt.no_log {
+                entry.insert("no_log".into(), json!(true));
+            }
+            if let Some(sub) = &opt.options {
+                entry.insert("suboptions".into(), sub.describe());
+            }
+            options.insert(opt.name.clone(), Value::Object(entry));
+        }
+        Value::Object(options)
+    }
+
     /// An empty spec of a module that supports check mode.
     pub fn new() -> Spec {
         Spec {

@@ -13,59 +13,74 @@ use ferro_talos_tasks::{
     talos_kubeconfig, talos_kubernetes_upgrade, talos_reset, talos_upgrade,
 };
 
-/// The modules this program runs, by name.
-const MODULES: [&str; 10] = [
-    "talos_apply",
-    "talos_bootstrap",
-    "talos_config",
-    "talos_etcd_snapshot",
-    "talos_health",
-    "talos_info",
-    "talos_kubeconfig",
-    "talos_kubernetes_upgrade",
-    "talos_reset",
-    "talos_upgrade",
+use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Params, Spec, run_module};
+
+/// One module: its name, its argument spec, and what it does.
+type Module = (
+    &'static str,
+    fn() -> Spec,
+    fn(&mut Context, &Params) -> Result<ModuleResult, ModuleError>,
+);
+
+/// The modules this program runs.
+const MODULES: [Module; 10] = [
+    ("talos_apply", talos_apply::spec, talos_apply::run),
+    (
+        "talos_bootstrap",
+        talos_bootstrap::spec,
+        talos_bootstrap::run,
+    ),
+    ("talos_config", talos_config::spec, talos_config::run),
+    (
+        "talos_etcd_snapshot",
+        talos_etcd_snapshot::spec,
+        talos_etcd_snapshot::run,
+    ),
+    ("talos_health", talos_health::spec, talos_health::run),
+    ("talos_info", talos_info::spec, talos_info::run),
+    (
+        "talos_kubeconfig",
+        talos_kubeconfig::spec,
+        talos_kubeconfig::run,
+    ),
+    (
+        "talos_kubernetes_upgrade",
+        talos_kubernetes_upgrade::spec,
+        talos_kubernetes_upgrade::run,
+    ),
+    ("talos_reset", talos_reset::spec, talos_reset::run),
+    ("talos_upgrade", talos_upgrade::spec, talos_upgrade::run),
 ];
 
+/// `--argument-specs`: every module's options as an Ansible argument spec, one JSON object, so
+/// the tests can check each module's documentation against what its code takes.
+const ARGUMENT_SPECS: &str = "--argument-specs";
+
 fn main() {
+    if std::env::args().nth(1).as_deref() == Some(ARGUMENT_SPECS) {
+        let specs: serde_json::Map<String, serde_json::Value> = MODULES
+            .iter()
+            .map(|(name, spec, _)| (name.to_string(), spec().describe()))
+            .collect();
+        println!("{}", serde_json::Value::Object(specs));
+        return;
+    }
     let Some(module) = module_by_program_name().or_else(module_by_arguments) else {
         refuse();
     };
-    use ferro_ansible_protocol::run_module;
-    match module.as_str() {
-        "talos_apply" => run_module("talos_apply", talos_apply::spec(), talos_apply::run),
-        "talos_bootstrap" => run_module(
-            "talos_bootstrap",
-            talos_bootstrap::spec(),
-            talos_bootstrap::run,
-        ),
-        "talos_config" => run_module("talos_config", talos_config::spec(), talos_config::run),
-        "talos_etcd_snapshot" => run_module(
-            "talos_etcd_snapshot",
-            talos_etcd_snapshot::spec(),
-            talos_etcd_snapshot::run,
-        ),
-        "talos_health" => run_module("talos_health", talos_health::spec(), talos_health::run),
-        "talos_info" => run_module("talos_info", talos_info::spec(), talos_info::run),
-        "talos_kubeconfig" => run_module(
-            "talos_kubeconfig",
-            talos_kubeconfig::spec(),
-            talos_kubeconfig::run,
-        ),
-        "talos_kubernetes_upgrade" => run_module(
-            "talos_kubernetes_upgrade",
-            talos_kubernetes_upgrade::spec(),
-            talos_kubernetes_upgrade::run,
-        ),
-        "talos_reset" => run_module("talos_reset", talos_reset::spec(), talos_reset::run),
-        "talos_upgrade" => run_module("talos_upgrade", talos_upgrade::spec(), talos_upgrade::run),
-        _ => refuse(),
-    }
+    let (name, spec, run) = MODULES
+        .iter()
+        .find(|(name, _, _)| *name == module)
+        .unwrap_or_else(|| refuse());
+    run_module(name, spec(), run)
 }
 
 fn known(name: &str) -> Option<String> {
     let last = name.rsplit('.').next().unwrap_or(name);
-    MODULES.contains(&last).then(|| last.to_string())
+    MODULES
+        .iter()
+        .any(|(module, _, _)| *module == last)
+        .then(|| last.to_string())
 }
 
 fn module_by_program_name() -> Option<String> {
@@ -88,7 +103,7 @@ fn refuse() -> ! {
         "msg": format!(
             "ferro-talos runs one of the modules {}: call it by one of those names, or with an \
              arguments file whose _ansible_module_name names one",
-            MODULES.join(", ")
+            MODULES.map(|(name, _, _)| name).join(", ")
         ),
     });
     println!("{result}");
