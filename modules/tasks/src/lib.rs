@@ -10,6 +10,7 @@ pub mod files;
 mod kube_access;
 mod kubernetes_manifests;
 mod kubernetes_removed;
+mod live_config;
 mod options;
 pub mod render;
 pub mod talos_apply;

@@ -32,6 +32,7 @@ use crate::connection::{self, Target, with_connection_options};
 use crate::kube_access::KubeCredentials;
 use crate::kubernetes_manifests::{self, ManifestSettings, ProxyImage};
 use crate::kubernetes_removed::{self, InUse};
+use crate::live_config::{self, ReadError};
 use crate::talos_health::node_list;
 use crate::talos_upgrade::{
     Component, kubernetes_components, kubernetes_path_ok, kubernetes_supported, parse_version,
@@ -378,20 +379,12 @@ async fn read_node(
 }
 
 async fn read_config(client: &TalosClient, node: &str) -> Result<MachineConfig, ModuleError> {
-    let bytes = client
-        .get_machine_config()
-        .await
-        .map_err(|e| ModuleError::new(e.to_string()))?;
-    let text = std::str::from_utf8(&bytes)
-        .map_err(|_| ModuleError::new(format!("{node}: the machine config is not UTF-8 text")))?;
-    let cfg = MachineConfig::parse(text)
-        .map_err(|e| ModuleError::new(format!("{node}: cannot parse the machine config: {e:#}")))?;
-    if cfg.v1alpha1().is_none() {
-        return Err(ModuleError::new(format!(
-            "{node}: the machine config has no v1alpha1 document"
-        )));
-    }
-    Ok(cfg)
+    live_config::read(client).await.map_err(|e| match e {
+        ReadError::Client(e) => ModuleError::new(e.to_string()),
+        ReadError::Unusable(why) => ModuleError::new(format!(
+            "{node}: cannot use the node's machine config: {why}"
+        )),
+    })
 }
 
 struct Upgrade<'a> {

@@ -17,6 +17,7 @@ use semver::Version;
 use serde_json::{Map, Value, json};
 
 use crate::connection::{self, Target, with_connection_options};
+use crate::live_config::{self, ReadError};
 use crate::upgrade_drain::{
     self, DEFAULT_DRAIN_TIMEOUT_SECS, DrainOptions, KubeCredentials, KubeInputs, NoDrain,
 };
@@ -878,18 +879,12 @@ async fn server_version(
 }
 
 async fn read_config(client: &TalosClient, report: &Report) -> Result<MachineConfig, ModuleError> {
-    let bytes = client
-        .get_machine_config()
-        .await
-        .map_err(|e| report.client_fail(e))?;
-    let text = std::str::from_utf8(&bytes)
-        .map_err(|_| report.fail("the node's machine config is not UTF-8 text"))?;
-    let cfg = MachineConfig::parse(text)
-        .map_err(|e| report.fail(format!("cannot parse the node's machine config: {e:#}")))?;
-    if cfg.v1alpha1().is_none() {
-        return Err(report.fail("the node's machine config has no v1alpha1 document"));
-    }
-    Ok(cfg)
+    live_config::read(client).await.map_err(|e| match e {
+        ReadError::Client(e) => report.client_fail(e),
+        ReadError::Unusable(why) => {
+            report.fail(format!("cannot use the node's machine config: {why}"))
+        }
+    })
 }
 
 /// Install the target, reboot, wait and verify the version. Returns how it went, in words.
