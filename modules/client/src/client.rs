@@ -434,7 +434,8 @@ impl TalosClient {
         let req = self.request(msg, self.opts.call_timeout)?;
         let resp = self
             .unary(op, self.machine().apply_configuration(req))
-            .await?;
+            .await
+            .map_err(ClientError::rejected_config)?;
         self.first(op, resp.messages)
     }
 

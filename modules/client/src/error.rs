@@ -119,7 +119,7 @@ impl ClientError {
             };
         }
         let message = status.message().to_string();
-        let kind = match kind_for_status(operation, status.code(), &message) {
+        let kind = match kind_for_status(status.code(), &message) {
             ErrorKind::Unreachable if chain_has_closed_handshake(status) => {
                 ErrorKind::ConnectionClosed
             }
@@ -134,6 +134,19 @@ impl ClientError {
             grpc_code: Some(status.code() as i32),
             ..ClientError::new(node, operation, kind, message)
         }
+    }
+
+    /// The error of a call that sent a machine config: Talos's ApplyConfiguration reports a config it
+    /// cannot parse or validate as InvalidArgument with the reason, which is then `InvalidConfig`.
+    pub fn rejected_config(self) -> Self {
+        if self.kind == ErrorKind::Other && self.grpc_code == Some(Code::InvalidArgument as i32) {
+            let reason = self.message.clone();
+            return ClientError {
+                kind: ErrorKind::InvalidConfig { reason },
+                ..self
+            };
+        }
+        self
     }
 
     /// Classify a connection-time failure (TCP connect, TLS handshake, HTTP/2 setup).
@@ -279,7 +292,7 @@ impl StdError for ClientError {}
 /// Result alias for this crate.
 pub type Result<T, E = ClientError> = std::result::Result<T, E>;
 
-fn kind_for_status(operation: &str, code: Code, message: &str) -> ErrorKind {
+fn kind_for_status(code: Code, message: &str) -> ErrorKind {
     let lower = message.to_ascii_lowercase();
     match code {
         // A routed call whose backend dial failed verification: the endpoint's apid trusts only the
@@ -300,10 +313,7 @@ fn kind_for_status(operation: &str, code: Code, message: &str) -> ErrorKind {
             ErrorKind::MaintenanceMode
         }
         Code::Unimplemented => ErrorKind::Unimplemented,
-        // Apply reports parse and validation failures as InvalidArgument with the reason.
-        Code::InvalidArgument if operation.contains("apply") => ErrorKind::InvalidConfig {
-            reason: message.to_string(),
-        },
+        // InvalidArgument means a rejected config only for an apply: `rejected_config` says so there.
         _ => ErrorKind::Other,
     }
 }
@@ -466,7 +476,8 @@ mod tests {
             "apply configuration",
             Code::InvalidArgument,
             "unknown keys found during decoding",
-        );
+        )
+        .rejected_config();
         assert_eq!(
             e.kind,
             ErrorKind::InvalidConfig {
