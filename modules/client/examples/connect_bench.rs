@@ -7,7 +7,9 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use ferro_talos_client::{ApplyMode, ConnectOptions, Credentials, TalosClient, wait_for_reboot};
+use ferro_talos_client::{
+    Apply, ApplyMode, ConnectOptions, Credentials, TalosClient, wait_for_reboot,
+};
 use ferro_talos_sim::sample::SampleCluster;
 use ferro_talos_sim::{Cluster, SimConfig};
 
@@ -58,7 +60,7 @@ async fn main() {
         .await
         .unwrap();
     maintenance
-        .apply_configuration(config.as_bytes(), ApplyMode::Auto, false, None)
+        .apply_configuration(config.as_bytes(), ApplyMode::Auto, Apply::ForReal, None)
         .await
         .unwrap();
     let creds = credentials(&sample.bundle);

@@ -80,6 +80,14 @@ impl Default for ConnectOptions {
 
 /// Apply modes (api.md §5.1).
 pub use ferro_talos_proto::machine::apply_configuration_request::Mode as ApplyMode;
+
+/// Whether an ApplyConfiguration changes the node or only says what it would do (Talos's dry run:
+/// it validates the config and reports the mode it would use and the diff, and changes nothing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Apply {
+    DryRun,
+    ForReal,
+}
 /// Reboot modes (api.md §5.7).
 pub use ferro_talos_proto::machine::reboot_request::Mode as RebootMode;
 /// Legacy upgrade reboot modes (api.md §5.3).
@@ -417,9 +425,10 @@ impl TalosClient {
         &self,
         data: &[u8],
         mode: ApplyMode,
-        dry_run: bool,
+        apply: Apply,
         try_timeout: Option<Duration>,
     ) -> Result<machine::ApplyConfiguration> {
+        let dry_run = apply == Apply::DryRun;
         let op = if dry_run {
             "apply configuration (dry run)"
         } else {

@@ -30,7 +30,7 @@ mod talosconfig;
 mod wait;
 
 pub use client::{
-    ApplyMode, BOOT_ID_PATH, ConnectOptions, EventStream, InstallOutcome, MAX_MESSAGE_SIZE,
+    Apply, ApplyMode, BOOT_ID_PATH, ConnectOptions, EventStream, InstallOutcome, MAX_MESSAGE_SIZE,
     MachineStatus, RebootMode, TalosClient, UpgradeRebootMode, containerd_system,
     decode_machine_config, decode_machine_status, extract_kubeconfig,
 };

@@ -11,7 +11,7 @@ use ferro_talos_client::proto::machine::ResetRequest;
 use ferro_talos_client::proto::resource::config::MachineType;
 use ferro_talos_client::proto::resource::runtime::MachineStage;
 use ferro_talos_client::{
-    ApplyMode, ConnectOptions, Credentials, ErrorKind, NodeMode, RebootMode, TalosClient,
+    Apply, ApplyMode, ConnectOptions, Credentials, ErrorKind, NodeMode, RebootMode, TalosClient,
     containerd_system, probe, wait_for_reboot,
 };
 use ferro_talos_sim::sample::SampleCluster;
@@ -66,14 +66,14 @@ async fn node_lifecycle_against_the_simulator() {
     let err = m.etcd_member_list().await.unwrap_err();
     assert_eq!(err.kind, ErrorKind::MaintenanceMode, "{err}");
     let err = m
-        .apply_configuration(b"machine: [", ApplyMode::Auto, false, None)
+        .apply_configuration(b"machine: [", ApplyMode::Auto, Apply::ForReal, None)
         .await
         .unwrap_err();
     assert!(matches!(err.kind, ErrorKind::InvalidConfig { .. }), "{err}");
 
     let config = format!("# applied by the client test\n{}", controlplane_config());
     let applied = m
-        .apply_configuration(config.as_bytes(), ApplyMode::Auto, false, None)
+        .apply_configuration(config.as_bytes(), ApplyMode::Auto, Apply::ForReal, None)
         .await
         .unwrap();
     assert_eq!(applied.mode, ApplyMode::NoReboot as i32);

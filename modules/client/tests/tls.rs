@@ -14,7 +14,7 @@ use ferro_talos_client::proto::machine::machine_service_server::{
 };
 use ferro_talos_client::proto::machine::*;
 use ferro_talos_client::{
-    ApplyMode, ConnectOptions, Credentials, ErrorKind, NodeMode, TalosClient, probe,
+    Apply, ApplyMode, ConnectOptions, Credentials, ErrorKind, NodeMode, TalosClient, probe,
     spki_fingerprint, wait_for_reboot,
 };
 use rcgen::{
@@ -530,7 +530,7 @@ async fn statuses_become_kinds() {
     assert_eq!(err.grpc_code, Some(tonic::Code::AlreadyExists as i32));
 
     let err = client
-        .apply_configuration(b"garbage", ApplyMode::Auto, false, None)
+        .apply_configuration(b"garbage", ApplyMode::Auto, Apply::ForReal, None)
         .await
         .unwrap_err();
     assert_eq!(
@@ -544,7 +544,7 @@ async fn statuses_become_kinds() {
         .apply_configuration(
             b"version: v1alpha1\n",
             ApplyMode::Try,
-            true,
+            Apply::DryRun,
             Some(Duration::from_secs(90)),
         )
         .await

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use ferro_talos_client::{ApplyMode, TalosClient};
+use ferro_talos_client::{Apply, ApplyMode, TalosClient};
 use ferro_talos_config::MachineConfig;
 use serde_json::{Value, json};
 
@@ -38,7 +38,7 @@ async fn dry_run(
     };
     // dry_run = true: Talos validates and compares, and changes nothing.
     match client
-        .apply_configuration(&config, ApplyMode::Auto, true, Some(TRY_TIMEOUT))
+        .apply_configuration(&config, ApplyMode::Auto, Apply::DryRun, Some(TRY_TIMEOUT))
         .await
     {
         Ok(reply) => {

@@ -5,7 +5,7 @@ use std::net::Ipv4Addr;
 use std::path::Path;
 use std::time::Duration;
 
-use ferro_talos_client::{ApplyMode, ConnectOptions, Credentials, ErrorKind, TalosClient};
+use ferro_talos_client::{Apply, ApplyMode, ConnectOptions, Credentials, ErrorKind, TalosClient};
 use ferro_talos_sim::sample::SampleCluster;
 use ferro_talos_sim::{Cluster, SimConfig};
 
@@ -69,7 +69,7 @@ async fn staged_try_down_nodes_and_faults_survive_a_restart() {
         let m = TalosClient::connect_maintenance(&ep, opts(Duration::from_secs(10)))
             .await
             .unwrap();
-        m.apply_configuration(first.as_bytes(), ApplyMode::Auto, false, None)
+        m.apply_configuration(first.as_bytes(), ApplyMode::Auto, Apply::ForReal, None)
             .await
             .unwrap();
     }
@@ -87,7 +87,7 @@ async fn staged_try_down_nodes_and_faults_survive_a_restart() {
         .unwrap();
     // Node 0: a staged config waits for the next boot.
     let staged = config("staged");
-    c0.apply_configuration(staged.as_bytes(), ApplyMode::Staged, false, None)
+    c0.apply_configuration(staged.as_bytes(), ApplyMode::Staged, Apply::ForReal, None)
         .await
         .unwrap();
     // Node 2: a try config, rolled back after 1.5 s even across the restart.
@@ -97,7 +97,7 @@ async fn staged_try_down_nodes_and_faults_survive_a_restart() {
         .apply_configuration(
             tried.as_bytes(),
             ApplyMode::Try,
-            false,
+            Apply::ForReal,
             Some(Duration::from_millis(1500)),
         )
         .await

@@ -9,8 +9,8 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 use ferro_talos_client::{
-    ApplyMode, ConnectOptions, Credentials, ErrorKind, RebootMode, TalosClient, containerd_system,
-    wait_for_reboot,
+    Apply, ApplyMode, ConnectOptions, Credentials, ErrorKind, RebootMode, TalosClient,
+    containerd_system, wait_for_reboot,
 };
 use ferro_talos_sim::sample::SampleCluster;
 use serde_json::Value;
@@ -182,7 +182,7 @@ async fn configure(ep: &str) -> (String, Credentials) {
         Credentials::from_bundle(&bundle, &["os:admin"], Duration::from_secs(3600)).unwrap();
     let config = controlplane_config();
     let m = TalosClient::connect_maintenance(ep, opts()).await.unwrap();
-    m.apply_configuration(config.as_bytes(), ApplyMode::Auto, false, None)
+    m.apply_configuration(config.as_bytes(), ApplyMode::Auto, Apply::ForReal, None)
         .await
         .unwrap();
     wait_back(ep, &creds, None).await;

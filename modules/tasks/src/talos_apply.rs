@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use ferro_ansible_protocol::{Context, Diff, ModuleError, ModuleResult, Opt, Params, Spec};
 use ferro_talos_client::{
-    ApplyMode, ConnectOptions, Credentials, NodeMode, TalosClient, wait_for_reboot,
+    Apply, ApplyMode, ConnectOptions, Credentials, NodeMode, TalosClient, wait_for_reboot,
     wait_until_running,
 };
 use ferro_talos_config::{MachineConfig, diff, live, redact, risk};
@@ -266,7 +266,12 @@ async fn apply_first(
         .await
         .map_err(|e| client_error(ctx, e))?;
     let reply = client
-        .apply_configuration(req.text.as_bytes(), req.mode, false, Some(req.try_timeout))
+        .apply_configuration(
+            req.text.as_bytes(),
+            req.mode,
+            Apply::ForReal,
+            Some(req.try_timeout),
+        )
         .await
         .map_err(|e| client_error(ctx, e))?;
     for w in &reply.warnings {
@@ -348,7 +353,12 @@ async fn apply_configured(
     if ctx.check_mode {
         // Talos itself decides the mode: ask it with a dry run, which changes nothing.
         let reply = client
-            .apply_configuration(req.text.as_bytes(), req.mode, true, Some(req.try_timeout))
+            .apply_configuration(
+                req.text.as_bytes(),
+                req.mode,
+                Apply::DryRun,
+                Some(req.try_timeout),
+            )
             .await
             .map_err(|e| client_error(ctx, e))?;
         let (result, pending) = pending_until_reboot(result, reboot_required, reply.mode());
@@ -370,7 +380,12 @@ async fn apply_configured(
     }
     let old_boot_id = client.boot_id().await.unwrap_or(None);
     let reply = client
-        .apply_configuration(req.text.as_bytes(), req.mode, false, Some(req.try_timeout))
+        .apply_configuration(
+            req.text.as_bytes(),
+            req.mode,
+            Apply::ForReal,
+            Some(req.try_timeout),
+        )
         .await
         .map_err(|e| client_error(ctx, e))?;
     for w in &reply.warnings {

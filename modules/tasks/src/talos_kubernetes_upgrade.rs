@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Opt, Params, Spec, Type};
 use ferro_talos_client::proto::common::ContainerdNamespace;
-use ferro_talos_client::{ApplyMode, ErrorKind, StaticPodComponent, TalosClient};
+use ferro_talos_client::{Apply, ApplyMode, ErrorKind, StaticPodComponent, TalosClient};
 use ferro_talos_config::MachineConfig;
 use ferro_talos_kube::{Change, Kube, SyncMode};
 use semver::Version;
@@ -703,7 +703,7 @@ impl Upgrade<'_> {
             .apply_configuration(
                 config.to_yaml().as_bytes(),
                 ApplyMode::NoReboot,
-                false,
+                Apply::ForReal,
                 None,
             )
             .await

@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Opt, Params, Spec};
 use ferro_talos_client::proto::common::ContainerdNamespace;
 use ferro_talos_client::{
-    ApplyMode, ClientError, ConnectOptions, Credentials, ErrorKind, RebootMode, SequenceFailure,
-    StaticPodComponent, TalosClient, UpgradeRebootMode, containerd_system, sequence_failure,
-    wait_for_reboot,
+    Apply, ApplyMode, ClientError, ConnectOptions, Credentials, ErrorKind, RebootMode,
+    SequenceFailure, StaticPodComponent, TalosClient, UpgradeRebootMode, containerd_system,
+    sequence_failure, wait_for_reboot,
 };
 use ferro_talos_config::MachineConfig;
 use semver::Version;
@@ -1270,7 +1270,7 @@ async fn upgrade_kubernetes(
     }
     let yaml = config.to_yaml();
     let applied = client
-        .apply_configuration(yaml.as_bytes(), ApplyMode::NoReboot, false, None)
+        .apply_configuration(yaml.as_bytes(), ApplyMode::NoReboot, Apply::ForReal, None)
         .await
         .map_err(|e| report.client_fail(e))?;
     report.changed = true;
