@@ -26,6 +26,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpListener;
 
+use crate::fault_kind::FaultKind;
 use crate::state::{Faults, Shared, new_uuid};
 use crate::{NodeInfo, version};
 
@@ -150,28 +151,14 @@ fn opt_u64(v: &Value) -> Result<Option<u64>> {
 
 /// `"kind": NAME` switches one fault on (`slow` takes `delay_ms`).
 fn set_fault_kind(faults: &mut Faults, kind: &Value, req: &Value) -> Result<()> {
-    match kind.as_str() {
-        Some("never_return") => faults.never_return = true,
-        Some("unreachable") => faults.unreachable = true,
-        Some("firewalled") => faults.firewalled = true,
-        Some("etcd_down") => faults.etcd_down = true,
-        Some("upgrade_mutex_held") => faults.upgrade_mutex_held = true,
-        Some("installer_fails") => faults.installer_fails = true,
-        Some("apiserver_never_ready") => faults.apiserver_never_ready = true,
-        Some("kubelet_version_stuck") => faults.kubelet_version_stuck = true,
-        Some("daemonset_rollout_stuck") => faults.daemonset_rollout_stuck = true,
-        Some("slow") => {
-            let ms = req
-                .get("delay_ms")
-                .and_then(Value::as_u64)
-                .ok_or_else(|| anyhow!("kind \"slow\" needs \"delay_ms\": milliseconds"))?;
-            faults.slow_ms = Some(ms);
-        }
-        _ => bail!(
-            "unknown fault kind {kind}; expected never_return, unreachable, firewalled, etcd_down, upgrade_mutex_held, installer_fails, apiserver_never_ready, kubelet_version_stuck, daemonset_rollout_stuck or slow (next_address and reject_config are set by field)"
-        ),
-    }
-    Ok(())
+    let Some(kind) = kind.as_str().and_then(FaultKind::parse) else {
+        bail!(
+            "unknown fault kind {kind}; expected {} (next_address and reject_config are set by field)",
+            FaultKind::names()
+        );
+    };
+    kind.set(faults, req.get("delay_ms").and_then(Value::as_u64))
+        .map_err(|e| anyhow!(e))
 }
 
 /// A Deployment's pods on the workers (and its PodDisruptionBudget with `min_available`).

@@ -36,6 +36,7 @@ mod apply;
 pub mod config;
 mod control;
 mod decode;
+mod fault_kind;
 mod install;
 mod kube;
 pub mod mcfg;
@@ -61,6 +62,7 @@ use serde::Serialize;
 use tokio::task::JoinHandle;
 
 pub use config::SimConfig;
+pub use fault_kind::FaultKind;
 pub use state::Faults;
 
 use state::Shared;

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail};
 use clap::{Args, Parser, Subcommand};
 use ferro_talos_sim::store::{self, StoredCluster};
-use ferro_talos_sim::{Cluster, SimConfig, run};
+use ferro_talos_sim::{Cluster, FaultKind, SimConfig, run};
 use serde_json::{Value, json};
 
 /// A real node refuses Bootstrap for a few seconds after boot (CRI not up, clock not synced);
@@ -65,10 +65,9 @@ enum Command {
         /// Node index (0-based, control planes first) or address.
         #[arg(long)]
         node: String,
-        /// never_return, unreachable, firewalled, etcd_down, upgrade_mutex_held, installer_fails,
-        /// apiserver_never_ready, kubelet_version_stuck, daemonset_rollout_stuck or slow.
-        #[arg(long, required_unless_present = "clear")]
-        kind: Option<String>,
+        /// The fault to switch on.
+        #[arg(long, value_enum, required_unless_present = "clear")]
+        kind: Option<FaultKind>,
         /// For --kind slow: how long every answer of the node is delayed.
         #[arg(long)]
         delay_ms: Option<u64>,
@@ -235,7 +234,7 @@ fn main() {
             kind,
             delay_ms,
             clear,
-        }) => fault(&state_dir, &node, kind.as_deref(), delay_ms, clear),
+        }) => fault(&state_dir, &node, kind, delay_ms, clear),
         Some(Command::Kube { state_dir }) => running_control(&state_dir, &json!({"op": "kube"}))
             .map(|mut reply| {
                 if let Some(o) = reply.as_object_mut() {
@@ -607,7 +606,7 @@ fn running_control(dir: &Path, req: &Value) -> Result<Value> {
 fn fault(
     dir: &Path,
     node: &str,
-    kind: Option<&str>,
+    kind: Option<FaultKind>,
     delay_ms: Option<u64>,
     clear: bool,
 ) -> Result<()> {
@@ -621,7 +620,7 @@ fn fault(
     let req = if clear {
         json!({"op": "clear_faults", "node": node})
     } else {
-        let mut r = json!({"op": "fault", "node": node, "kind": kind});
+        let mut r = json!({"op": "fault", "node": node, "kind": kind.map(FaultKind::name)});
         if let Some(ms) = delay_ms {
             r["delay_ms"] = json!(ms);
         }
