@@ -1,8 +1,9 @@
 //! Reading machine configs from YAML text.
 
-use crate::document::{MachineConfig, mixed_identity};
 use ferro_talos_secrets::yaml::kind_name;
 use serde_json::Value;
+
+use crate::document::{MachineConfig, mixed_identity};
 
 impl MachineConfig {
     /// Parses a (multi-document, `---` separated) machine config. Empty documents are skipped.

@@ -8,13 +8,13 @@
 use std::collections::{BTreeMap, HashSet};
 
 use anyhow::{Context, Result, anyhow, bail};
+use ferro_talos_secrets::yaml::kind_name;
 use serde_json::{Map, Value};
 
 use crate::diff::{doc_label, push_key};
 use crate::document::{DocId, MachineConfig, mixed_identity};
 use crate::known_keys;
 use crate::merge::{merge_document, parent_is_map};
-use ferro_talos_secrets::yaml::kind_name;
 
 /// One parsed config patch. Its `Debug` form shows only its shape: patches can carry secrets.
 #[derive(Clone, PartialEq)]

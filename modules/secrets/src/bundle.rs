@@ -1,6 +1,5 @@
 //! The secrets bundle as `talosctl gen secrets` writes it.
 
-use crate::yaml::kind_name;
 use std::fmt::Write as _;
 
 use anyhow::{Result, anyhow, bail};
@@ -10,7 +9,7 @@ use time::OffsetDateTime;
 
 use crate::keys::{self, KeyKind};
 use crate::pki::{self, CA_VALIDITY};
-use crate::yaml;
+use crate::yaml::{self, kind_name};
 
 /// A Talos secrets bundle. Certificates and keys are kept as they sit in the file:
 /// standard base64 of the complete PEM text (config.md §1.1).

@@ -1,7 +1,6 @@
 //! The talosconfig client file (api.md §11, config.md §2): reading, writing in talosctl's
 //! layout, issuing a fresh admin identity from a bundle, and deciding when it must be renewed.
 
-use crate::yaml::kind_name;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -12,7 +11,7 @@ use time::format_description::well_known::Rfc3339;
 
 use crate::bundle::Bundle;
 use crate::pki::{self, ADMIN_VALIDITY, CertInfo};
-use crate::yaml;
+use crate::yaml::{self, kind_name};
 
 /// A talosconfig: the current context name and the contexts by name. Contexts sit in a sorted
 /// map because talosctl writes a Go map, whose keys go-yaml sorts.

@@ -3,7 +3,6 @@
 //! `talos_apply` renders in place with its `render` option (so that no rendered config, secrets and
 //! all, is ever written to disk between two tasks).
 
-use ferro_talos_secrets::yaml::kind_name;
 use std::path::Path;
 
 use ferro_ansible_protocol::{Context, ModuleError, Opt, Params, Spec, Type};
@@ -15,6 +14,7 @@ use ferro_talos_config::normalize::Rules;
 use ferro_talos_config::patch::{Patch, duplicate_warnings};
 use ferro_talos_config::{MachineConfig, redact, validate};
 use ferro_talos_secrets::Bundle;
+use ferro_talos_secrets::yaml::kind_name;
 use serde_json::{Value, json};
 
 use crate::config_shape::{LabelledPatch, OldShape, patches_for_contract};
