@@ -221,6 +221,16 @@ impl Cluster {
             .map(|n| SocketAddr::from((n.address, n.port)))
     }
 
+    /// SHA-256 (hex) of the machine config the node runs and of the one it boots with next
+    /// (different after a staged apply); None in maintenance mode. What a test compares to see
+    /// whether an apply changed anything.
+    pub fn config_digests(&self, index: usize) -> Option<(String, Option<String>)> {
+        let st = self.shared.lock();
+        let n = st.nodes.get(index)?;
+        let active = n.active.as_ref()?.digest.clone();
+        Some((active, n.persisted.as_ref().map(|p| p.digest.clone())))
+    }
+
     /// PEM of the node's current maintenance-mode CA (None once configured).
     pub fn maintenance_ca(&self, index: usize) -> Option<String> {
         let st = self.shared.lock();

@@ -214,6 +214,9 @@ pub struct Node {
     pub running_since: Option<Instant>,
     /// The Kubernetes components Talos runs here and the versions of their config resources.
     pub components: crate::kube::Components,
+    /// This node's kube-apiserver accepts connections (`kube/listener.rs` binds it a poll after
+    /// the node starts serving): the health check's Kubernetes checks ask it, as upstream's do.
+    pub kube_api_listening: bool,
 }
 
 impl Node {
@@ -514,6 +517,7 @@ impl Shared {
                 unbootable: false,
                 running_since: None,
                 components: Default::default(),
+                kube_api_listening: false,
             };
             nodes.push(node);
         }

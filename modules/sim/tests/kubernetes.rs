@@ -170,3 +170,37 @@ async fn credentials_of_another_cluster_are_refused() {
     assert_eq!(e.kind, KubeErrorKind::Unreachable, "{e}");
     cluster.shutdown().await;
 }
+
+/// Talos's `all k8s nodes to report` lists the Nodes through the Kubernetes API
+/// (`pkg/cluster/check/kubernetes.go` `K8sAllNodesReportedAssertion` @ v1.13.9), so a health check
+/// that passes means a control plane's API server answers: what a gate before a drain relies on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_passes_only_once_the_kubernetes_api_listens() {
+    use ferro_talos_proto::cluster::{
+        HealthCheckRequest, cluster_service_client::ClusterServiceClient,
+    };
+    let cluster = bootstrapped(1, 1).await;
+    let ep = cluster.endpoint(0).unwrap();
+    let mut health = ClusterServiceClient::new(channel(ep, admin()).await.unwrap());
+    let mut progress = health
+        .health_check(HealthCheckRequest {
+            wait_timeout: Some(prost_types::Duration {
+                seconds: 10,
+                nanos: 0,
+            }),
+            cluster_info: None,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut lines = Vec::new();
+    while let Some(p) = progress.message().await.unwrap() {
+        lines.push(p.message);
+    }
+    assert!(
+        tokio::net::TcpStream::connect((ep.ip(), 6443))
+            .await
+            .is_ok(),
+        "health passed while the Kubernetes API refuses connections: {lines:?}"
+    );
+}

@@ -167,6 +167,7 @@ pub async fn run(shared: Arc<Shared>, idx: usize) {
                 }
             }
         };
+        set_listening(&shared, idx, true);
         let mut conns = JoinSet::new();
         loop {
             tokio::select! {
@@ -182,6 +183,7 @@ pub async fn run(shared: Arc<Shared>, idx: usize) {
                 }
                 _ = shutdown.changed() => {
                     conns.abort_all();
+                    set_listening(&shared, idx, false);
                     return;
                 }
                 Some(_) = conns.join_next(), if !conns.is_empty() => {}
@@ -191,6 +193,13 @@ pub async fn run(shared: Arc<Shared>, idx: usize) {
         // server's do.
         conns.abort_all();
         drop(listener);
+        set_listening(&shared, idx, false);
+    }
+}
+
+fn set_listening(shared: &Shared, idx: usize, listening: bool) {
+    if let Some(n) = shared.lock().nodes.get_mut(idx) {
+        n.kube_api_listening = listening;
     }
 }
 

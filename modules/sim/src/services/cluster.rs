@@ -115,7 +115,24 @@ fn evaluate(st: &State, i: usize, cps: &[String], workers: &[String]) -> Result<
 
 /// The Kubernetes nodes are the nodes that run a config (a registered Node object each); every
 /// one listed must be among them and none may be left over, with upstream's texts.
+///
+/// Upstream lists the Nodes through the Kubernetes API (`K8sAllNodesReportedAssertion`), so the
+/// check fails, with client-go's dial error, while no control plane's API server listens.
 fn k8s_nodes_match(st: &State, cps: &[String], workers: &[String]) -> Result<(), String> {
+    if !st.nodes.iter().any(|n| n.kube_api_listening) {
+        let endpoint = st
+            .nodes
+            .iter()
+            .filter(|n| cps.contains(&n.address.to_string()))
+            .find_map(|n| n.active.as_ref().map(|c| c.endpoint()))
+            .unwrap_or_default();
+        let dial = endpoint
+            .trim_start_matches("https://")
+            .trim_end_matches('/');
+        return Err(format!(
+            "Get \"{endpoint}/api/v1/nodes\": dial tcp {dial}: connect: connection refused"
+        ));
+    }
     let registered: Vec<String> = st
         .nodes
         .iter()
