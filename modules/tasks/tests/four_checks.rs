@@ -1,0 +1,266 @@
+//! Every module through the four runs a careful user makes (`--check --diff`, real, real again,
+//! `--check`), in this process against an in-process simulated cluster: see `common/mod.rs`.
+//! The ansible-playbook tests (tests/integration) prove the same end to end through Ansible; these
+//! prove each module's own contract in seconds, and name the module whose check mode or
+//! idempotence broke.
+
+mod common;
+
+use common::{Kind, Module, Sim, assert_no_secret, four_checks, run_ok};
+use ferro_talos_tasks::{
+    talos_apply, talos_bootstrap, talos_config, talos_etcd_snapshot, talos_health, talos_info,
+    talos_kubeconfig, talos_kubernetes_upgrade, talos_reset, talos_upgrade,
+};
+use serde_json::{Value, json};
+
+const CONFIG: Module = Module {
+    name: "talos_config",
+    spec: talos_config::spec,
+    run: talos_config::run,
+};
+const APPLY: Module = Module {
+    name: "talos_apply",
+    spec: talos_apply::spec,
+    run: talos_apply::run,
+};
+const BOOTSTRAP: Module = Module {
+    name: "talos_bootstrap",
+    spec: talos_bootstrap::spec,
+    run: talos_bootstrap::run,
+};
+const HEALTH: Module = Module {
+    name: "talos_health",
+    spec: talos_health::spec,
+    run: talos_health::run,
+};
+const INFO: Module = Module {
+    name: "talos_info",
+    spec: talos_info::spec,
+    run: talos_info::run,
+};
+const KUBECONFIG: Module = Module {
+    name: "talos_kubeconfig",
+    spec: talos_kubeconfig::spec,
+    run: talos_kubeconfig::run,
+};
+const ETCD_SNAPSHOT: Module = Module {
+    name: "talos_etcd_snapshot",
+    spec: talos_etcd_snapshot::spec,
+    run: talos_etcd_snapshot::run,
+};
+const UPGRADE: Module = Module {
+    name: "talos_upgrade",
+    spec: talos_upgrade::spec,
+    run: talos_upgrade::run,
+};
+const KUBERNETES_UPGRADE: Module = Module {
+    name: "talos_kubernetes_upgrade",
+    spec: talos_kubernetes_upgrade::spec,
+    run: talos_kubernetes_upgrade::run,
+};
+const RESET: Module = Module {
+    name: "talos_reset",
+    spec: talos_reset::spec,
+    run: talos_reset::run,
+};
+
+/// The Kubernetes release the nodes are configured with, and the patch release after it.
+const KUBERNETES_BEFORE: &str = "1.36.2";
+const KUBERNETES_AFTER: &str = "1.36.3";
+
+/// The cluster's bundle, made by talos_config as a user's first task makes it.
+fn bundle(sim: &Sim) -> String {
+    let secrets = sim.path("secrets.yaml").display().to_string();
+    run_ok(
+        &CONFIG,
+        &json!({"secrets_file": secrets, "generate_secrets": true, "cluster_name": "four"}),
+    );
+    secrets
+}
+
+/// talos_apply's `render` options for node `index`: its role from the simulator's layout.
+fn render(sim: &Sim, index: usize) -> Value {
+    let role = sim.cluster().nodes()[index].role;
+    json!({
+        "machine_type": role,
+        "cluster_name": "four",
+        "cluster_endpoint": format!("https://{}:6443", sim.node(0)),
+        "install_disk": "/dev/vda",
+        "kubernetes_version": KUBERNETES_BEFORE,
+    })
+}
+
+fn apply_args(sim: &Sim, secrets: &str, index: usize) -> Value {
+    json!({"node": sim.node(index), "secrets_file": secrets, "render": render(sim, index)})
+}
+
+/// Every node configured, etcd bootstrapped on the first control plane, and the cluster healthy
+/// (its Kubernetes API up), as the cluster role leaves it.
+fn bootstrapped(sim: &Sim) -> String {
+    let secrets = bundle(sim);
+    let nodes = sim.cluster().nodes();
+    for index in 0..nodes.len() {
+        run_ok(&APPLY, &apply_args(sim, &secrets, index));
+    }
+    run_ok(
+        &BOOTSTRAP,
+        &json!({"node": sim.node(0), "secrets_file": secrets}),
+    );
+    run_ok(&HEALTH, &health_args(sim, &secrets));
+    secrets
+}
+
+fn health_args(sim: &Sim, secrets: &str) -> Value {
+    let (control_planes, workers): (Vec<_>, Vec<_>) = sim
+        .cluster()
+        .nodes()
+        .into_iter()
+        .partition(|n| n.role == "controlplane");
+    let addresses = |nodes: Vec<ferro_talos_sim::NodeInfo>| -> Vec<String> {
+        nodes.iter().map(|n| n.address.to_string()).collect()
+    };
+    json!({
+        "node": sim.node(0), "secrets_file": secrets, "timeout": 60,
+        "control_plane_nodes": addresses(control_planes), "worker_nodes": addresses(workers),
+    })
+}
+
+#[test]
+fn talos_config_writes_the_bundle_and_the_config_once() {
+    let sim = Sim::start(1, 0);
+    let secrets = sim.path("secrets.yaml");
+    let args = json!({
+        "secrets_file": secrets,
+        "generate_secrets": true,
+        "machine_type": "controlplane",
+        "cluster_name": "four",
+        "cluster_endpoint": format!("https://{}:6443", sim.node(0)),
+        "dest": sim.path("controlplane.yaml"),
+    });
+    let runs = four_checks(&sim, &CONFIG, &args, Kind::Converges);
+    for name in ["secrets.yaml", "controlplane.yaml"] {
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(sim.path(name))
+                .expect("written")
+                .permissions(),
+        );
+        assert_eq!(mode & 0o777, 0o600, "{name} holds secrets");
+    }
+    assert_eq!(runs.real["config_sha256"], runs.again["config_sha256"]);
+    assert_no_secret(&secrets, &[&runs.real, &runs.again, &runs.check_after]);
+}
+
+#[test]
+fn talos_apply_configures_a_node_in_maintenance_once() {
+    let sim = Sim::start(1, 0);
+    let secrets = bundle(&sim);
+    let args = apply_args(&sim, &secrets, 0);
+    let runs = four_checks(&sim, &APPLY, &args, Kind::Converges);
+    assert_eq!(runs.check["maintenance"], json!(true), "{}", runs.check);
+    assert!(
+        !sim.cluster().nodes()[0].maintenance,
+        "the node runs its config"
+    );
+    assert_no_secret(
+        sim.path("secrets.yaml").as_path(),
+        &[&runs.check, &runs.real, &runs.again, &runs.check_after],
+    );
+}
+
+#[test]
+fn talos_apply_of_a_changed_config_applies_only_the_change() {
+    let sim = Sim::start(1, 0);
+    let secrets = bundle(&sim);
+    run_ok(&APPLY, &apply_args(&sim, &secrets, 0));
+    let mut args = apply_args(&sim, &secrets, 0);
+    args["render"]["patches"] = json!([{"machine": {"nodeLabels": {"rack": "r2"}}}]);
+    let runs = four_checks(&sim, &APPLY, &args, Kind::Converges);
+    let paths = runs.check["changed_paths"].to_string();
+    assert!(paths.contains("machine.nodeLabels.rack"), "{}", runs.check);
+}
+
+#[test]
+fn talos_bootstrap_bootstraps_etcd_once() {
+    let sim = Sim::start(1, 0);
+    let secrets = bundle(&sim);
+    run_ok(&APPLY, &apply_args(&sim, &secrets, 0));
+    let args = json!({"node": sim.node(0), "secrets_file": secrets});
+    four_checks(&sim, &BOOTSTRAP, &args, Kind::Converges);
+    assert!(sim.cluster().nodes()[0].etcd_member);
+}
+
+#[test]
+fn talos_health_and_talos_info_only_read() {
+    let sim = Sim::start(1, 1);
+    let secrets = bootstrapped(&sim);
+    four_checks(&sim, &HEALTH, &health_args(&sim, &secrets), Kind::Reads);
+    let info = json!({"nodes": [sim.node(0), sim.node(1)], "secrets_file": secrets});
+    let runs = four_checks(&sim, &INFO, &info, Kind::Reads);
+    // Check mode reads the same facts as a real run.
+    assert_eq!(runs.check["nodes"], runs.real["nodes"]);
+}
+
+#[test]
+fn talos_kubeconfig_writes_the_kubeconfig_once() {
+    let sim = Sim::start(1, 0);
+    let secrets = bootstrapped(&sim);
+    let args = json!({
+        "node": sim.node(0), "secrets_file": secrets, "dest": sim.path("kubeconfig"),
+    });
+    let runs = four_checks(&sim, &KUBECONFIG, &args, Kind::Converges);
+    assert_no_secret(
+        sim.path("secrets.yaml").as_path(),
+        &[&runs.check, &runs.real, &runs.again, &runs.check_after],
+    );
+}
+
+#[test]
+fn talos_etcd_snapshot_saves_a_new_snapshot_each_real_run() {
+    let sim = Sim::start(1, 0);
+    let secrets = bootstrapped(&sim);
+    let dest = sim.path("etcd.snapshot");
+    let args = json!({"node": sim.node(0), "secrets_file": secrets, "dest": dest});
+    let runs = four_checks(&sim, &ETCD_SNAPSHOT, &args, Kind::MakesNew);
+    assert!(std::fs::metadata(&dest).expect("saved").len() > 0);
+    assert!(runs.real["sha256"].is_string(), "{}", runs.real);
+}
+
+#[test]
+fn talos_upgrade_upgrades_a_worker_once() {
+    let sim = Sim::start(1, 1);
+    let secrets = bootstrapped(&sim);
+    let args = json!({
+        "node": sim.node(1), "secrets_file": secrets, "talos_version": "v1.13.9",
+        "timeout": 120, "drain_timeout": 60,
+    });
+    four_checks(&sim, &UPGRADE, &args, Kind::Converges);
+    assert_eq!(sim.cluster().nodes()[1].version, "v1.13.9");
+    assert_eq!(
+        sim.cluster().nodes()[0].version,
+        "v1.13.6",
+        "only the named node upgrades"
+    );
+}
+
+#[test]
+fn talos_kubernetes_upgrade_upgrades_the_cluster_once() {
+    let sim = Sim::start(1, 1);
+    let secrets = bootstrapped(&sim);
+    let args = json!({
+        "node": sim.node(0), "secrets_file": secrets, "kubernetes_version": KUBERNETES_AFTER,
+        "control_plane_nodes": [sim.node(0)], "worker_nodes": [sim.node(1)],
+        "timeout": 120, "manifests_timeout": 60,
+    });
+    four_checks(&sim, &KUBERNETES_UPGRADE, &args, Kind::Converges);
+}
+
+#[test]
+fn talos_reset_returns_a_worker_to_maintenance_once() {
+    let sim = Sim::start(1, 1);
+    let secrets = bootstrapped(&sim);
+    let args = json!({
+        "node": sim.node(1), "secrets_file": secrets, "confirm": "reset", "timeout": 60,
+    });
+    four_checks(&sim, &RESET, &args, Kind::Converges);
+    assert!(sim.cluster().nodes()[1].maintenance);
+}
