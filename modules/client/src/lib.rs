@@ -20,25 +20,30 @@
 //! # let _ = version; Ok(()) }
 //! ```
 
+mod call;
 mod client;
 mod control_plane;
 mod credentials;
+mod decode;
 mod endpoint;
 mod error;
 mod manifests;
+mod rpc;
 mod talosconfig;
+mod transport;
 mod wait;
 
-pub use client::{
-    Apply, ApplyMode, BOOT_ID_PATH, ConnectOptions, EventStream, InstallOutcome, MAX_MESSAGE_SIZE,
-    MachineStatus, RebootMode, TalosClient, UpgradeRebootMode, containerd_system,
-    decode_machine_config, decode_machine_status, extract_kubeconfig,
-};
+pub use client::{ConnectOptions, MAX_MESSAGE_SIZE, TalosClient};
 pub use control_plane::{ComponentConfig, StaticPodComponent};
 pub use credentials::{CredentialOrigin, Credentials, spki_fingerprint};
+pub use decode::{MachineStatus, decode_machine_config, decode_machine_status, extract_kubeconfig};
 pub use endpoint::{DEFAULT_PORT, Endpoint};
 pub use error::{ClientError, ErrorKind, Result};
 pub use manifests::{BootstrapManifest, struct_to_json};
+pub use rpc::{
+    Apply, ApplyMode, BOOT_ID_PATH, EventStream, InstallOutcome, RebootMode, UpgradeRebootMode,
+    containerd_system,
+};
 pub use talosconfig::{
     Context, TalosConfig, load_talosconfig, read_talosconfig, resolve_path, select_context,
 };

@@ -1,0 +1,92 @@
+//! etcd on a control-plane node: bootstrap, membership, status and snapshots.
+
+use ferro_talos_proto::common;
+use ferro_talos_proto::machine::{
+    self, BootstrapRequest, EtcdMemberListRequest, EtcdRemoveMemberByIdRequest, EtcdSnapshotRequest,
+};
+
+use crate::call::check_metadata;
+use crate::client::TalosClient;
+use crate::error::{ClientError, ErrorKind, Result};
+
+impl TalosClient {
+    /// Bootstrap etcd. `AlreadyExists` comes back as `ErrorKind::AlreadyExists`.
+    pub async fn bootstrap(&self) -> Result<()> {
+        let op = "bootstrap etcd";
+        let req = self.request(BootstrapRequest::default(), self.opts.call_timeout)?;
+        let resp = self.unary(op, self.machine().bootstrap(req)).await?;
+        self.first(op, resp.messages).map(|_| ())
+    }
+
+    /// etcd members as seen by this node. Not retried: Unavailable here usually
+    /// means etcd is not running, which is an answer, not a transient failure.
+    pub async fn etcd_member_list(&self) -> Result<Vec<machine::EtcdMember>> {
+        let op = "list etcd members";
+        let req = self.request(
+            EtcdMemberListRequest { query_local: false },
+            self.opts.call_timeout,
+        )?;
+        let resp = self.unary(op, self.machine().etcd_member_list(req)).await?;
+        Ok(self.first(op, resp.messages)?.members)
+    }
+
+    pub async fn etcd_status(&self) -> Result<machine::EtcdMemberStatus> {
+        let op = "read etcd status";
+        let req = self.request((), self.opts.call_timeout)?;
+        let resp = self.unary(op, self.machine().etcd_status(req)).await?;
+        Ok(self
+            .first(op, resp.messages)?
+            .member_status
+            .unwrap_or_default())
+    }
+
+    pub async fn etcd_remove_member_by_id(&self, member_id: u64) -> Result<()> {
+        let op = "remove etcd member";
+        let req = self.request(
+            EtcdRemoveMemberByIdRequest { member_id },
+            self.opts.call_timeout,
+        )?;
+        let resp = self
+            .unary(op, self.machine().etcd_remove_member_by_id(req))
+            .await?;
+        self.first(op, resp.messages).map(|_| ())
+    }
+
+    pub async fn etcd_leave_cluster(&self) -> Result<()> {
+        let op = "leave etcd cluster";
+        let req = self.request(machine::EtcdLeaveClusterRequest {}, self.opts.call_timeout)?;
+        let resp = self
+            .unary(op, self.machine().etcd_leave_cluster(req))
+            .await?;
+        self.first(op, resp.messages).map(|_| ())
+    }
+
+    /// Stream an etcd snapshot into `out`; returns the number of bytes written.
+    pub async fn etcd_snapshot(&self, out: &mut impl std::io::Write) -> Result<u64> {
+        let op = "etcd snapshot";
+        let limit = self.opts.stream_timeout;
+        let req = self.request(EtcdSnapshotRequest {}, limit)?;
+        let target = self.target().to_string();
+        let mut written = 0u64;
+        self.stream(
+            op,
+            limit,
+            self.machine().etcd_snapshot(req),
+            |chunk: common::Data| {
+                check_metadata(&target, op, chunk.metadata.as_ref())?;
+                out.write_all(&chunk.bytes).map_err(|e| {
+                    ClientError::new(
+                        &target,
+                        op,
+                        ErrorKind::Other,
+                        format!("writing the snapshot failed: {e}"),
+                    )
+                })?;
+                written += chunk.bytes.len() as u64;
+                Ok(())
+            },
+        )
+        .await?;
+        Ok(written)
+    }
+}
