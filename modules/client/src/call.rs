@@ -5,6 +5,7 @@
 use std::future::Future;
 use std::time::Duration;
 
+use ferro_talos_proto::cluster::HealthCheckProgress;
 use ferro_talos_proto::common;
 use ferro_talos_proto::machine;
 use tonic::{Request, Response, Status, Streaming};
@@ -62,7 +63,17 @@ impl TalosClient {
         op: &str,
         call: impl Future<Output = std::result::Result<Response<R>, Status>>,
     ) -> Result<R> {
-        let limit = self.opts.call_timeout;
+        self.unary_within(op, self.opts.call_timeout, call).await
+    }
+
+    /// One unary call with a longer deadline than a call's, for those the node answers only
+    /// after long work (the legacy upgrade and image pull pull the image first).
+    pub(crate) async fn unary_within<R>(
+        &self,
+        op: &str,
+        limit: Duration,
+        call: impl Future<Output = std::result::Result<Response<R>, Status>>,
+    ) -> Result<R> {
         match tokio::time::timeout(limit, call).await {
             Err(_) => Err(self.timeout_err(op, limit)),
             Ok(Err(status)) => Err(self.call_err(op, &status, limit)),
@@ -76,10 +87,23 @@ impl TalosClient {
         F: FnMut() -> Result<Fut>,
         Fut: Future<Output = std::result::Result<Response<R>, Status>>,
     {
+        self.retrying(|| {
+            let call = attempt();
+            async move { self.unary(op, call?).await }
+        })
+        .await
+    }
+
+    /// Run `attempt` again, with a doubling delay, while it fails because the node is
+    /// unreachable and the retry budget lasts. Only for what is safe to repeat.
+    pub(crate) async fn retrying<R, Fut>(&self, mut attempt: impl FnMut() -> Fut) -> Result<R>
+    where
+        Fut: Future<Output = Result<R>>,
+    {
         let mut delay = self.opts.retry_backoff;
         let mut left = self.opts.read_retries;
         loop {
-            match self.unary(op, attempt()?).await {
+            match attempt().await {
                 Err(e) if e.kind.is_transient() && left > 0 => {
                     left -= 1;
                     tokio::time::sleep(delay).await;
@@ -117,6 +141,54 @@ impl TalosClient {
             Err(_) => Err(self.timeout_err(op, limit)),
             Ok(r) => r,
         }
+    }
+
+    /// [`Self::stream`] for replies that carry proxy metadata: a message whose metadata reports
+    /// an error ends the stream with that error.
+    pub(crate) async fn stream_checked<T: HasMetadata>(
+        &self,
+        op: &str,
+        limit: Duration,
+        start: impl Future<Output = std::result::Result<Response<Streaming<T>>, Status>>,
+        mut each: impl FnMut(T) -> Result<()>,
+    ) -> Result<()> {
+        self.stream(op, limit, start, |item| {
+            check_metadata(self.target(), op, item.metadata())?;
+            each(item)
+        })
+        .await
+    }
+
+    /// Every message of a server stream, in the order the node sent them.
+    pub(crate) async fn collect<T>(
+        &self,
+        op: &str,
+        limit: Duration,
+        start: impl Future<Output = std::result::Result<Response<Streaming<T>>, Status>>,
+    ) -> Result<Vec<T>> {
+        let mut items = Vec::new();
+        self.stream(op, limit, start, |item| {
+            items.push(item);
+            Ok(())
+        })
+        .await?;
+        Ok(items)
+    }
+
+    /// The bytes of a `Data` stream (a file, an archive), its chunks joined in order.
+    pub(crate) async fn collect_bytes(
+        &self,
+        op: &str,
+        limit: Duration,
+        start: impl Future<Output = std::result::Result<Response<Streaming<common::Data>>, Status>>,
+    ) -> Result<Vec<u8>> {
+        let mut data = Vec::new();
+        self.stream_checked(op, limit, start, |chunk| {
+            data.extend_from_slice(&chunk.bytes);
+            Ok(())
+        })
+        .await?;
+        Ok(data)
     }
 
     /// The single reply item of a one-to-one call.
@@ -159,6 +231,8 @@ has_metadata!(
     machine::Reset,
     machine::Upgrade,
     machine::ImagePull,
+    common::Data,
+    HealthCheckProgress,
 );
 
 /// A reply item whose metadata carries an error is a failure (one-to-many

@@ -5,7 +5,6 @@ use std::time::Duration;
 use ferro_talos_proto::cluster::{ClusterInfo, HealthCheckRequest};
 
 use super::proto_duration;
-use crate::call::check_metadata;
 use crate::client::TalosClient;
 use crate::error::Result;
 
@@ -25,11 +24,8 @@ impl TalosClient {
             cluster_info,
         };
         let req = self.request(msg, limit)?;
-        let mut client = self.cluster();
-        let target = self.target().to_string();
         let mut lines = Vec::new();
-        self.stream(op, limit, client.health_check(req), |item| {
-            check_metadata(&target, op, item.metadata.as_ref())?;
+        self.stream_checked(op, limit, self.cluster().health_check(req), |item| {
             on_message(&item.message);
             lines.push(item.message);
             Ok(())

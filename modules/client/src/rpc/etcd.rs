@@ -5,7 +5,6 @@ use ferro_talos_proto::machine::{
     self, BootstrapRequest, EtcdMemberListRequest, EtcdRemoveMemberByIdRequest, EtcdSnapshotRequest,
 };
 
-use crate::call::check_metadata;
 use crate::client::TalosClient;
 use crate::error::{ClientError, ErrorKind, Result};
 
@@ -66,17 +65,15 @@ impl TalosClient {
         let op = "etcd snapshot";
         let limit = self.opts.stream_timeout;
         let req = self.request(EtcdSnapshotRequest {}, limit)?;
-        let target = self.target().to_string();
         let mut written = 0u64;
-        self.stream(
+        self.stream_checked(
             op,
             limit,
             self.machine().etcd_snapshot(req),
             |chunk: common::Data| {
-                check_metadata(&target, op, chunk.metadata.as_ref())?;
                 out.write_all(&chunk.bytes).map_err(|e| {
                     ClientError::new(
-                        &target,
+                        self.target(),
                         op,
                         ErrorKind::Other,
                         format!("writing the snapshot failed: {e}"),

@@ -3,14 +3,12 @@
 
 use std::time::Duration;
 
-use ferro_talos_proto::common;
 use ferro_talos_proto::machine::{
     self, ApplyConfigurationRequest, EventsRequest, ReadRequest, RebootRequest, ResetRequest,
 };
 use tonic::Streaming;
 
 use super::proto_duration;
-use crate::call::check_metadata;
 use crate::client::TalosClient;
 use crate::decode::extract_kubeconfig;
 use crate::error::{ClientError, ErrorKind, Result, human_duration};
@@ -114,18 +112,7 @@ impl TalosClient {
     /// Read a whole file from the node (streamed in chunks). Admin only.
     pub async fn read_file(&self, path: &str) -> Result<Vec<u8>> {
         let op = format!("read {path}");
-        let mut delay = self.opts.retry_backoff;
-        let mut left = self.opts.read_retries;
-        loop {
-            match self.read_file_once(&op, path).await {
-                Err(e) if e.kind.is_transient() && left > 0 => {
-                    left -= 1;
-                    tokio::time::sleep(delay).await;
-                    delay = (delay * 2).min(Duration::from_secs(5));
-                }
-                other => return other,
-            }
-        }
+        self.retrying(|| self.read_file_once(&op, path)).await
     }
 
     async fn read_file_once(&self, op: &str, path: &str) -> Result<Vec<u8>> {
@@ -136,20 +123,8 @@ impl TalosClient {
             },
             limit,
         )?;
-        let target = self.target().to_string();
-        let mut data = Vec::new();
-        self.stream(
-            op,
-            limit,
-            self.machine().read(req),
-            |chunk: common::Data| {
-                check_metadata(&target, op, chunk.metadata.as_ref())?;
-                data.extend_from_slice(&chunk.bytes);
-                Ok(())
-            },
-        )
-        .await?;
-        Ok(data)
+        self.collect_bytes(op, limit, self.machine().read(req))
+            .await
     }
 
     /// The node's boot ID, or `None` when the role may not read it (the reboot
@@ -167,19 +142,9 @@ impl TalosClient {
         let op = "fetch kubeconfig";
         let limit = self.opts.call_timeout;
         let req = self.request((), limit)?;
-        let target = self.target().to_string();
-        let mut archive = Vec::new();
-        self.stream(
-            op,
-            limit,
-            self.machine().kubeconfig(req),
-            |chunk: common::Data| {
-                check_metadata(&target, op, chunk.metadata.as_ref())?;
-                archive.extend_from_slice(&chunk.bytes);
-                Ok(())
-            },
-        )
-        .await?;
+        let archive = self
+            .collect_bytes(op, limit, self.machine().kubeconfig(req))
+            .await?;
         extract_kubeconfig(&archive)
             .map_err(|why| ClientError::new(self.target(), op, ErrorKind::Other, why))
     }

@@ -51,14 +51,8 @@ impl TalosClient {
             },
             limit,
         )?;
-        let mut client = self.state();
-        let mut out = Vec::new();
-        self.stream(&op, limit, client.list(req), |item: ListResponse| {
-            out.extend(item.resource);
-            Ok(())
-        })
-        .await?;
-        Ok(out)
+        let replies: Vec<ListResponse> = self.collect(&op, limit, self.state().list(req)).await?;
+        Ok(replies.into_iter().filter_map(|r| r.resource).collect())
     }
 
     /// The active machine config, byte for byte as the node stores it.

@@ -53,12 +53,9 @@ impl TalosClient {
         // The server pulls and validates the image before answering: allow a stream's time.
         let limit = self.opts.stream_timeout;
         let req = self.request(msg, limit)?;
-        let mut client = self.machine();
-        let resp = match tokio::time::timeout(limit, client.upgrade(req)).await {
-            Err(_) => return Err(self.timeout_err(op, limit)),
-            Ok(Err(s)) => return Err(self.call_err(op, &s, limit)),
-            Ok(Ok(r)) => r.into_inner(),
-        };
+        let resp = self
+            .unary_within(op, limit, self.machine().upgrade(req))
+            .await?;
         self.first(op, resp.messages)
     }
 
@@ -75,11 +72,9 @@ impl TalosClient {
         };
         let limit = self.opts.stream_timeout;
         let req = self.request(msg, limit)?;
-        let resp = match tokio::time::timeout(limit, self.machine().image_pull(req)).await {
-            Err(_) => return Err(self.timeout_err(op, limit)),
-            Ok(Err(s)) => return Err(self.call_err(op, &s, limit)),
-            Ok(Ok(r)) => r.into_inner(),
-        };
+        let resp = self
+            .unary_within(op, limit, self.machine().image_pull(req))
+            .await?;
         self.first(op, resp.messages).map(|_| ())
     }
 
