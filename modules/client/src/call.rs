@@ -32,7 +32,7 @@ impl TalosClient {
     }
 
     fn err(&self, op: &str, status: &Status) -> ClientError {
-        ClientError::from_status(self.target(), op, status).with_credentials(self.credentials)
+        ClientError::from_status(self.target(), op, status).with_credentials(self.credentials())
     }
 
     /// A failed call. tonic enforces the request deadline itself and usually fires just before our

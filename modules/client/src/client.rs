@@ -56,6 +56,17 @@ enum Identity {
     Client(CredentialOrigin),
 }
 
+impl Identity {
+    /// Where the client certificate came from, for errors that blame it (unspecified for a
+    /// maintenance connection, which has none).
+    fn credentials(self) -> CredentialOrigin {
+        match self {
+            Identity::Client(origin) => origin,
+            Identity::Anonymous => CredentialOrigin::Unspecified,
+        }
+    }
+}
+
 /// A connection to one apid endpoint, optionally targeting another node through it.
 #[derive(Clone)]
 pub struct TalosClient {
@@ -63,10 +74,8 @@ pub struct TalosClient {
     endpoint: Endpoint,
     /// How messages name the endpoint (`Endpoint::name`).
     endpoint_name: String,
-    /// Where the credentials came from (unspecified for a maintenance connection, which has none).
-    pub(crate) credentials: CredentialOrigin,
+    identity: Identity,
     pub(crate) node: Option<String>,
-    maintenance: bool,
     pub(crate) opts: ConnectOptions,
 }
 
@@ -104,18 +113,14 @@ impl TalosClient {
         identity: Identity,
         opts: ConnectOptions,
     ) -> Result<TalosClient> {
-        let credentials = match identity {
-            Identity::Client(origin) => origin,
-            Identity::Anonymous => CredentialOrigin::Unspecified,
-        };
-        let channel = open_channel(&ep, config, opts.connect_timeout, credentials).await?;
+        let channel =
+            open_channel(&ep, config, opts.connect_timeout, identity.credentials()).await?;
         Ok(TalosClient {
             channel,
             endpoint_name: ep.name(),
             endpoint: ep,
-            credentials,
+            identity,
             node: None,
-            maintenance: identity == Identity::Anonymous,
             opts,
         })
     }
@@ -143,7 +148,12 @@ impl TalosClient {
 
     /// Whether this connection was made in maintenance mode (no client cert).
     pub fn is_maintenance(&self) -> bool {
-        self.maintenance
+        self.identity == Identity::Anonymous
+    }
+
+    /// Where this connection's client certificate came from, for errors that blame it.
+    pub(crate) fn credentials(&self) -> CredentialOrigin {
+        self.identity.credentials()
     }
 
     pub fn options(&self) -> &ConnectOptions {
