@@ -1,0 +1,127 @@
+//! Installer image references: the Talos target an image names (`OsTarget`), an image's
+//! repository and tag, and the same image at another version.
+
+use semver::Version;
+
+use super::version_policy::parse_version;
+
+/// talosctl's default installer repository for 1.13.
+pub const DEFAULT_INSTALLER_REPOSITORY: &str = "ghcr.io/siderolabs/installer";
+
+/// The Talos target: an installer image and the version its tag names.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OsTarget {
+    pub image: String,
+    pub version: Version,
+}
+
+impl OsTarget {
+    pub fn tag(&self) -> String {
+        format!("v{}", self.version)
+    }
+}
+
+/// Splits an image reference into repository and tag (the digest, if any, is dropped).
+pub fn split_image(image: &str) -> (&str, Option<&str>) {
+    let no_digest = image.split('@').next().unwrap_or(image);
+    let name_start = no_digest.rfind('/').map_or(0, |i| i + 1);
+    match no_digest[name_start..].rfind(':') {
+        Some(i) => (
+            &no_digest[..name_start + i],
+            Some(&no_digest[name_start + i + 1..]),
+        ),
+        None => (no_digest, None),
+    }
+}
+
+pub(super) fn parse_installer_image(image: &str) -> Result<OsTarget, String> {
+    let image = image.trim();
+    let example = "like ghcr.io/siderolabs/installer:v1.13.6 or factory.talos.dev/installer/<schematic>:v1.13.6";
+    if image.is_empty() || image.chars().any(char::is_whitespace) || image.contains("://") {
+        return Err(format!(
+            "expected an installer image reference {example}, got {image:?}"
+        ));
+    }
+    let (repo, tag) = split_image(image);
+    let Some(tag) = tag.filter(|t| !t.is_empty()) else {
+        return Err(format!(
+            "{image:?} has no version tag; the tag tells which Talos version it installs ({example})"
+        ));
+    };
+    if repo.is_empty() || repo.ends_with('/') {
+        return Err(format!(
+            "expected an installer image reference {example}, got {image:?}"
+        ));
+    }
+    let version = parse_version(tag)
+        .map_err(|_| format!("the tag of {image:?} is not a Talos version like v1.13.6"))?;
+    Ok(OsTarget {
+        image: image.to_string(),
+        version,
+    })
+}
+
+pub(super) fn check_repository(repo: &str) -> Result<(), String> {
+    let repo = repo.trim();
+    if repo.is_empty() || repo.chars().any(char::is_whitespace) || repo.contains("://") {
+        return Err(format!(
+            "expected a repository like {DEFAULT_INSTALLER_REPOSITORY}, got {repo:?}"
+        ));
+    }
+    if repo.contains('@') || split_image(repo).1.is_some() {
+        return Err(format!(
+            "{repo:?} already carries a tag or digest; give the repository only (the tag comes from talos_version)"
+        ));
+    }
+    Ok(())
+}
+
+/// `image` with its tag replaced by `v<version>` (a digest would pin the old image: dropped).
+pub fn retag(image: &str, version: &Version) -> String {
+    let (repo, _) = split_image(image);
+    format!("{repo}:v{version}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::talos_upgrade::test_support::{FACTORY, target, v};
+
+    #[test]
+    fn image_references() {
+        assert_eq!(
+            split_image("ghcr.io/siderolabs/installer:v1.13.6"),
+            ("ghcr.io/siderolabs/installer", Some("v1.13.6"))
+        );
+        assert_eq!(
+            split_image("localhost:5000/installer:v1.12.1@sha256:ab"),
+            ("localhost:5000/installer", Some("v1.12.1"))
+        );
+        assert_eq!(
+            split_image("localhost:5000/installer"),
+            ("localhost:5000/installer", None)
+        );
+        let t = target(&format!("{FACTORY}:v1.13.6"));
+        assert_eq!(t.version, Version::new(1, 13, 6));
+        assert!(parse_installer_image("ghcr.io/siderolabs/installer").is_err());
+        assert!(parse_installer_image("ghcr.io/siderolabs/installer:latest").is_err());
+        assert!(parse_installer_image("has space:v1.13.6").is_err());
+        assert!(check_repository("ghcr.io/siderolabs/installer:v1.13.6").is_err());
+        assert!(check_repository("localhost:5000/installer").is_ok());
+    }
+
+    #[test]
+    fn retag_drops_digests() {
+        assert_eq!(
+            retag(
+                "registry.k8s.io/kube-apiserver:v1.35.0@sha256:00",
+                &v("1.36.1")
+            ),
+            "registry.k8s.io/kube-apiserver:v1.36.1"
+        );
+        assert_eq!(
+            retag("localhost:5000/kubelet", &v("1.36.1")),
+            "localhost:5000/kubelet:v1.36.1"
+        );
+    }
+}

@@ -1,0 +1,94 @@
+//! The module's options, validated into a `Request` before anything connects.
+
+use std::time::Duration;
+
+use ferro_ansible_protocol::{ModuleError, Params};
+use semver::Version;
+
+use super::DEFAULT_TIMEOUT_SECS;
+use super::image::{
+    DEFAULT_INSTALLER_REPOSITORY, OsTarget, check_repository, parse_installer_image,
+};
+use super::version_policy::parse_version;
+use crate::upgrade_drain::{DEFAULT_DRAIN_TIMEOUT_SECS, DrainOptions};
+
+/// The validated options.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub os: Option<OsTarget>,
+    pub kubernetes: Option<Version>,
+    pub allow_downgrade: bool,
+    pub stage: bool,
+    pub powercycle: bool,
+    pub wait: bool,
+    pub timeout: Duration,
+    pub drain: DrainOptions,
+}
+
+impl Request {
+    pub fn from_params(p: &Params) -> Result<Request, ModuleError> {
+        let os = match (p.str("image"), p.str("talos_version")) {
+            (Some(image), _) => {
+                if p.is_set("installer_repository") {
+                    return Err(ModuleError::new(
+                        "installer_repository only applies with talos_version; image already names the installer",
+                    ));
+                }
+                Some(
+                    parse_installer_image(image)
+                        .map_err(|e| ModuleError::new(format!("image: {e}")))?,
+                )
+            }
+            (None, Some(v)) => {
+                let version = parse_version(v)
+                    .map_err(|e| ModuleError::new(format!("talos_version: {e}")))?;
+                let repo = p
+                    .str("installer_repository")
+                    .unwrap_or(DEFAULT_INSTALLER_REPOSITORY);
+                check_repository(repo)
+                    .map_err(|e| ModuleError::new(format!("installer_repository: {e}")))?;
+                Some(OsTarget {
+                    image: format!("{}:v{version}", repo.trim()),
+                    version,
+                })
+            }
+            (None, None) => None,
+        };
+        let kubernetes = match p.str("kubernetes_version") {
+            Some(v) => Some(
+                parse_version(v)
+                    .map_err(|e| ModuleError::new(format!("kubernetes_version: {e}")))?,
+            ),
+            None => None,
+        };
+        let timeout = crate::options::wait_seconds(p, "timeout", DEFAULT_TIMEOUT_SECS)?;
+        let wait = p.bool("wait");
+        let drain_timeout =
+            crate::options::wait_seconds(p, "drain_timeout", DEFAULT_DRAIN_TIMEOUT_SECS)?;
+        let drain = p.bool("drain");
+        if drain && !wait && os.is_some() {
+            return Err(ModuleError::new(
+                "wait=false cannot be combined with drain=true: the node is uncordoned once it is back and Ready,                  which needs the wait (talosctl turns --wait on for --drain too); set drain: false to upgrade without                  draining and waiting",
+            ));
+        }
+        if !wait && os.is_some() && kubernetes.is_some() {
+            return Err(ModuleError::new(
+                "wait=false cannot be combined with a Talos target and kubernetes_version: the Kubernetes \
+                 upgrade needs the node back from its OS upgrade; run them as two tasks",
+            ));
+        }
+        Ok(Request {
+            os,
+            kubernetes,
+            allow_downgrade: p.bool("allow_downgrade"),
+            stage: p.bool("stage"),
+            powercycle: p.str("reboot_mode") == Some("powercycle"),
+            wait,
+            timeout,
+            drain: DrainOptions {
+                enabled: drain,
+                timeout: drain_timeout,
+            },
+        })
+    }
+}

@@ -1,0 +1,319 @@
+//! The run against one node: read what it reports, plan everything and refuse before anything
+//! moves, then preview it (check mode) or do it: drain, OS upgrade, uncordon, Kubernetes.
+
+use std::time::Instant;
+
+use ferro_ansible_protocol::ModuleError;
+use ferro_talos_client::{ConnectOptions, Credentials, TalosClient};
+use ferro_talos_config::MachineConfig;
+use semver::Version;
+use serde_json::{Value, json};
+
+use super::etcd_quorum::etcd_quorum_guard;
+use super::image::OsTarget;
+use super::kubernetes::{kubernetes_components, plan_kubernetes, upgrade_kubernetes};
+use super::os::upgrade_os;
+use super::report::Report;
+use super::request::Request;
+use super::schematic::{running_schematic, schematic_of};
+use super::version_policy::{
+    InstallerCheck, OsDecision, decide_os, has_lifecycle_api, installer_check,
+    kubernetes_supported, parse_version,
+};
+use crate::connection::{self, Target};
+use crate::live_config::{self, ReadError};
+use crate::upgrade_drain::{self, KubeCredentials, KubeInputs, NoDrain};
+
+/// The whole run against one node; returns the summary message.
+pub(super) async fn upgrade_node(
+    target: &Target,
+    creds: &Credentials,
+    opts: ConnectOptions,
+    req: &Request,
+    kube: &KubeInputs,
+    check_mode: bool,
+    report: &mut Report,
+) -> Result<String, ModuleError> {
+    let deadline = Instant::now() + req.timeout;
+    let client = connection::connect(target, creds, opts.clone())
+        .await
+        .map_err(|e| report.client_fail(e))?;
+    let (current_tag, current) = server_version(&client, report).await?;
+    report.set("current_version", current_tag.clone());
+    report.set("target_version", req.os.as_ref().map(OsTarget::tag));
+    report.set("upgrade_path", Value::Null);
+    let config = read_config(&client, report).await?;
+    let v1 = config.v1alpha1().cloned().unwrap_or(Value::Null);
+    let machine_type = v1
+        .pointer("/machine/type")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    report.set("machine_type", machine_type);
+
+    // Plan everything before touching the node, so each refusal leaves it as it was.
+    let mut os_plan = None;
+    if let Some(os) = &req.os {
+        let install_image = v1.pointer("/machine/install/image").and_then(Value::as_str);
+        report.set("install_image", install_image);
+        // The running schematic when the node reports it; else the one its config installs.
+        let current_schematic = match running_schematic(&client).await {
+            Some(s) => {
+                report.set("schematic_source", "extensions");
+                Some(s)
+            }
+            None => {
+                report.set(
+                    "schematic_source",
+                    if install_image.is_some() {
+                        "config"
+                    } else {
+                        "unknown"
+                    },
+                );
+                install_image.and_then(schematic_of)
+            }
+        };
+        report.set("current_schematic", current_schematic.clone());
+        let decision = decide_os(
+            &current,
+            current_schematic.as_deref(),
+            os,
+            req.allow_downgrade,
+        )
+        .map_err(|why| report.fail(format!("{}: {why}; nothing was changed", target.node)))?;
+        if let OsDecision::Change(_) = &decision
+            && let InstallerCheck::Unknown = installer_check(&current, &os.version)
+        {
+            report.warnings.push(format!(
+                "no installer version rules are known for Talos v{}; the installer will decide whether it accepts v{current}",
+                os.version
+            ));
+        }
+        if let Some(img) = install_image
+            && img != os.image
+        {
+            report.warnings.push(format!(
+                "machine.install.image in the live config is {img}, not the target {}; like talosctl, this module \
+                 leaves it alone, but it decides the installer of future installs (and, when the node does not report \
+                 its schematic, the schematic this module compares against): update it with a config change",
+                os.image
+            ));
+        }
+        // talosctl does not check this either, but a kubelet the new Talos does not support
+        // is worth a word before the node reboots into it.
+        if req.kubernetes.is_none()
+            && let OsDecision::Change(_) = &decision
+            && let Ok(components) = kubernetes_components(&v1)
+            && let Some(kubelet) = components.first()
+            && let Some(Err(why)) = kubernetes_supported(&os.version, &kubelet.version)
+        {
+            report.warnings.push(format!(
+                "{why}, and the node's kubelet is at {}: move Kubernetes into the supported range too",
+                kubelet.version
+            ));
+        }
+        let lifecycle = has_lifecycle_api(&current) && !req.stage;
+        report.set(
+            "upgrade_path",
+            if lifecycle { "lifecycle" } else { "legacy" },
+        );
+        report.set("os_upgrade", matches!(decision, OsDecision::Change(_)));
+        if let OsDecision::Change(reason) = decision {
+            report.set("os_reason", reason.clone());
+            os_plan = Some((os, lifecycle, reason));
+        }
+    }
+    let talos_after = os_plan
+        .as_ref()
+        .map_or(&current, |(os, _, _)| &os.version)
+        .clone();
+    let mut k8s_plan = None;
+    if let Some(want) = &req.kubernetes {
+        let plan = plan_kubernetes(&v1, want, &talos_after)
+            .map_err(|why| report.fail(format!("{}: {why}; nothing was changed", target.node)))?;
+        report.set("kubernetes", plan.to_json());
+        report.set("manifests_not_synced", json!([]));
+        if plan.changes() {
+            k8s_plan = Some(plan);
+        }
+    }
+
+    let control_plane = matches!(
+        report.fields.get("machine_type").and_then(Value::as_str),
+        Some("controlplane" | "init")
+    );
+    if os_plan.is_some() && control_plane {
+        etcd_quorum_guard(target, &client, report).await?;
+    }
+    let mut drainer = None;
+    if os_plan.is_some() && req.drain.enabled {
+        let endpoint = v1
+            .pointer("/cluster/controlPlane/endpoint")
+            .and_then(Value::as_str);
+        // Without a bundle or kubeconfig Talos issues one, from a control plane: the endpoint
+        // the task goes through, else the node itself, else (a worker) the talosconfig's
+        // endpoint, which is where talosctl asks.
+        let issuer = if target.routed() {
+            Some(target.endpoint.clone())
+        } else if control_plane {
+            None
+        } else {
+            kube.talosconfig_endpoints.first().cloned()
+        };
+        let endpoint_client = match (issuer, &kube.credentials) {
+            (Some(endpoint), KubeCredentials::TalosApi) => {
+                TalosClient::connect(&endpoint, creds, opts.clone())
+                    .await
+                    .map_err(|e| report.client_fail(e))?
+            }
+            _ => client.clone(),
+        };
+        match upgrade_drain::connect(
+            &client,
+            &endpoint_client,
+            &target.node,
+            &kube.credentials,
+            endpoint,
+        )
+        .await
+        .map_err(|m| report.fail(m))?
+        {
+            Ok(d) => drainer = Some(d),
+            Err(NoDrain(why)) => {
+                report.warnings.push(why.clone());
+                report.set("drain", json!({"skipped": why}));
+            }
+        }
+    }
+
+    let mut done = Vec::new();
+    if check_mode {
+        report.changed = os_plan.is_some() || k8s_plan.is_some();
+        if let Some((_, _, reason)) = &os_plan {
+            done.push(format!("would {reason}"));
+        }
+        if let Some(d) = &drainer {
+            let preview = d.preview(&target.node).await.map_err(|m| report.fail(m))?;
+            let pods = preview["evict"].as_array().map_or(0, Vec::len);
+            done.push(format!(
+                "would drain Node {} ({pods} pods to evict)",
+                d.node_name
+            ));
+            report.set("drain", preview);
+        }
+        if let Some(plan) = &k8s_plan {
+            done.push(format!(
+                "would move Kubernetes {} -> {}",
+                plan.current, plan.target
+            ));
+            report.set("manifests_not_synced", plan.unsynced_manifests());
+        }
+    } else {
+        if let Some((os, lifecycle, reason)) = os_plan {
+            if let Some(d) = drainer.as_mut() {
+                let (drained, warnings) = d
+                    .cordon_and_drain(&target.node, req.drain.timeout)
+                    .await
+                    .map_err(|m| report.fail(m))?;
+                report.warnings.extend(warnings);
+                report.set("drain", drained);
+            }
+            let upgraded = upgrade_os(
+                target, &client, creds, req, os, &current, lifecycle, deadline, report,
+            )
+            .await;
+            let summary = match (upgraded, drainer.as_mut()) {
+                (Ok(summary), _) => summary,
+                (Err(mut e), Some(d)) => {
+                    e.msg = format!("{}; {}", e.msg, d.uncordon_if_cordoned_here().await);
+                    return Err(e);
+                }
+                (Err(e), None) => return Err(e),
+            };
+            done.push(format!("{reason} ({summary})"));
+            if let Some(d) = drainer.as_mut() {
+                let uncordoned = d
+                    .back_and_uncordon(&target.node, deadline)
+                    .await
+                    .map_err(|m| report.fail(m))?;
+                if let Some(drain) = report.fields.get_mut("drain") {
+                    drain["uncordoned"] = json!(uncordoned);
+                }
+                done.push(format!(
+                    "Node {} drained{}",
+                    d.node_name,
+                    if uncordoned {
+                        " and uncordoned"
+                    } else {
+                        ", left cordoned as it was"
+                    }
+                ));
+            }
+            if !req.wait {
+                return Ok(format!("{}: {}", target.node, done.join("; ")));
+            }
+        }
+        if let Some(want) = &req.kubernetes {
+            // The OS upgrade rebooted the node: read the config it runs now.
+            let client = if report.changed {
+                let c = connection::connect(target, creds, opts.clone())
+                    .await
+                    .map_err(|e| report.client_fail(e))?;
+                let config = read_config(&c, report).await?;
+                let v1 = config.v1alpha1().cloned().unwrap_or(Value::Null);
+                let plan = plan_kubernetes(&v1, want, &talos_after)
+                    .map_err(|why| report.fail(format!("{}: {why}", target.node)))?;
+                report.set("kubernetes", plan.to_json());
+                k8s_plan = plan.changes().then_some(plan);
+                c
+            } else {
+                client
+            };
+            if let Some(plan) = &k8s_plan {
+                upgrade_kubernetes(&client, plan, deadline, report).await?;
+                done.push(format!("Kubernetes {} -> {}", plan.current, plan.target));
+                report.warnings.push(format!(
+                    "{}: only this node's Kubernetes components moved; across a cluster a node's new kubelet must not                      run ahead of other control planes' API servers, so upgrade a cluster with                      ferro.talos.talos_kubernetes_upgrade (talosctl upgrade-k8s's order, waiting for each pod and Node)",
+                    target.node
+                ));
+            }
+        }
+    }
+    if done.is_empty() {
+        let mut parts = Vec::new();
+        if let Some(os) = &req.os {
+            parts.push(format!("Talos {current_tag} is at the target {}", os.tag()));
+        }
+        if let Some(k) = &req.kubernetes {
+            parts.push(format!("Kubernetes is at the target {k}"));
+        }
+        return Ok(format!("{}: up to date: {}", target.node, parts.join("; ")));
+    }
+    Ok(format!("{}: {}", target.node, done.join("; ")))
+}
+
+async fn server_version(
+    client: &TalosClient,
+    report: &Report,
+) -> Result<(String, Version), ModuleError> {
+    let v = client.version().await.map_err(|e| report.client_fail(e))?;
+    let tag = v.version.map(|i| i.tag).unwrap_or_default();
+    let parsed = parse_version(&tag).map_err(|_| {
+        report.fail(format!(
+            "the node reports Talos version {tag:?}, which is not a semantic version"
+        ))
+    })?;
+    Ok((tag, parsed))
+}
+
+pub(super) async fn read_config(
+    client: &TalosClient,
+    report: &Report,
+) -> Result<MachineConfig, ModuleError> {
+    live_config::read(client).await.map_err(|e| match e {
+        ReadError::Client(e) => report.client_fail(e),
+        ReadError::Unusable(why) => {
+            report.fail(format!("cannot use the node's machine config: {why}"))
+        }
+    })
+}
