@@ -1,5 +1,6 @@
-//! The OS upgrade itself: install the target (through the LifecycleService or the legacy
-//! Upgrade), reboot, wait for the node to come back and verify what it booted.
+//! The OS move: deciding it from what the node reports (`plan_os`), then doing it
+//! (`upgrade_os`): install the target through the LifecycleService or the legacy Upgrade, reboot,
+//! wait for the node to come back and verify what it booted.
 
 use std::time::{Duration, Instant};
 
@@ -10,14 +11,142 @@ use ferro_talos_client::{
     UpgradeRebootMode, containerd_system, sequence_failure, wait_for_reboot,
 };
 use semver::Version;
+use serde_json::Value;
 
 use super::POLL_INTERVAL;
 use super::image::OsTarget;
+use super::kubernetes::kubernetes_components;
 use super::report::Report;
 use super::request::Request;
 use super::schematic::{running_schematic, schematic_of};
-use super::version_policy::parse_version;
+use super::version_policy::{
+    InstallerCheck, OsDecision, decide_os, has_lifecycle_api, installer_check,
+    kubernetes_supported, parse_version,
+};
 use crate::connection::{self, Target};
+
+/// Which API installs the new Talos.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum UpgradeApi {
+    /// LifecycleService and ImageService, which talosctl uses since 1.13.
+    Lifecycle,
+    /// MachineService's Upgrade: nodes without the LifecycleService, and staged upgrades (only
+    /// the legacy API stages).
+    Legacy,
+}
+
+impl UpgradeApi {
+    fn for_node(current: &Version, stage: bool) -> UpgradeApi {
+        if has_lifecycle_api(current) && !stage {
+            UpgradeApi::Lifecycle
+        } else {
+            UpgradeApi::Legacy
+        }
+    }
+
+    /// Its name in the result's `upgrade_path` and in the summary.
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            UpgradeApi::Lifecycle => "lifecycle",
+            UpgradeApi::Legacy => "legacy",
+        }
+    }
+}
+
+/// An OS move decided before anything moves.
+pub(super) struct OsPlan<'a> {
+    pub(super) to: &'a OsTarget,
+    pub(super) api: UpgradeApi,
+    /// The decision in words, such as "upgrade v1.13.4 -> v1.13.6".
+    pub(super) reason: String,
+}
+
+/// Whether the node's Talos moves to `req.os` and through which API, decided from the version it
+/// runs (`current`), the schematic it reports and its live config (`v1`); `Err` is the rule that
+/// refuses the move. What the rules allow but is worth a word becomes a warning.
+pub(super) async fn plan_os<'a>(
+    client: &TalosClient,
+    current: &Version,
+    v1: &Value,
+    req: &'a Request,
+    report: &mut Report,
+) -> Result<Option<OsPlan<'a>>, String> {
+    let Some(os) = &req.os else {
+        return Ok(None);
+    };
+    let install_image = v1.pointer("/machine/install/image").and_then(Value::as_str);
+    report.set("install_image", install_image);
+    // The running schematic when the node reports it; else the one its config installs.
+    let current_schematic = match running_schematic(client).await {
+        Some(s) => {
+            report.set("schematic_source", "extensions");
+            Some(s)
+        }
+        None => {
+            report.set(
+                "schematic_source",
+                if install_image.is_some() {
+                    "config"
+                } else {
+                    "unknown"
+                },
+            );
+            install_image.and_then(schematic_of)
+        }
+    };
+    report.set("current_schematic", current_schematic.clone());
+    let decision = decide_os(
+        current,
+        current_schematic.as_deref(),
+        os,
+        req.allow_downgrade,
+    )?;
+    if let OsDecision::Change(_) = &decision
+        && let InstallerCheck::Unknown = installer_check(current, &os.version)
+    {
+        report.warnings.push(format!(
+            "no installer version rules are known for Talos v{}; the installer will decide whether it accepts v{current}",
+            os.version
+        ));
+    }
+    if let Some(img) = install_image
+        && img != os.image
+    {
+        report.warnings.push(format!(
+            "machine.install.image in the live config is {img}, not the target {}; like talosctl, this module \
+             leaves it alone, but it decides the installer of future installs (and, when the node does not report \
+             its schematic, the schematic this module compares against): update it with a config change",
+            os.image
+        ));
+    }
+    // talosctl does not check this either, but a kubelet the new Talos does not support
+    // is worth a word before the node reboots into it.
+    if req.kubernetes.is_none()
+        && let OsDecision::Change(_) = &decision
+        && let Ok(components) = kubernetes_components(v1)
+        && let Some(kubelet) = components.first()
+        && let Some(Err(why)) = kubernetes_supported(&os.version, &kubelet.version)
+    {
+        report.warnings.push(format!(
+            "{why}, and the node's kubelet is at {}: move Kubernetes into the supported range too",
+            kubelet.version
+        ));
+    }
+    let api = UpgradeApi::for_node(current, req.stage);
+    report.set("upgrade_path", api.name());
+    report.set("os_upgrade", matches!(decision, OsDecision::Change(_)));
+    Ok(match decision {
+        OsDecision::Change(reason) => {
+            report.set("os_reason", reason.clone());
+            Some(OsPlan {
+                to: os,
+                api,
+                reason,
+            })
+        }
+        OsDecision::UpToDate => None,
+    })
+}
 
 /// A legacy upgrade whose sequence failed on the node. Upstream's sequence stops the node's pods
 /// and services before it runs the installer, and nothing brings them back but a reboot
@@ -46,7 +175,7 @@ pub(super) async fn upgrade_os(
     req: &Request,
     os: &OsTarget,
     current: &Version,
-    lifecycle: bool,
+    api: UpgradeApi,
     deadline: Instant,
     report: &mut Report,
 ) -> Result<String, ModuleError> {
@@ -54,7 +183,7 @@ pub(super) async fn upgrade_os(
     report.set("boot_id_before", old_boot.clone());
     // The legacy API runs its sequence after answering: its actor id is how a failure shows.
     let mut legacy_actor = None;
-    if lifecycle {
+    if api == UpgradeApi::Lifecycle {
         let pulled = match client.image_pull(&os.image, containerd_system()).await {
             Err(e) if e.kind == ErrorKind::Unimplemented => {
                 client
@@ -182,7 +311,7 @@ pub(super) async fn upgrade_os(
     }
     Ok(format!(
         "{} API, verified after {} reboot{}",
-        if lifecycle { "lifecycle" } else { "legacy" },
+        api.name(),
         reboots,
         if reboots == 1 { "" } else { "s" }
     ))

@@ -11,15 +11,11 @@ use serde_json::{Value, json};
 
 use super::etcd_quorum::etcd_quorum_guard;
 use super::image::OsTarget;
-use super::kubernetes::{kubernetes_components, plan_kubernetes, upgrade_kubernetes};
-use super::os::upgrade_os;
+use super::kubernetes::{plan_kubernetes, upgrade_kubernetes};
+use super::os::{plan_os, upgrade_os};
 use super::report::Report;
 use super::request::Request;
-use super::schematic::{running_schematic, schematic_of};
-use super::version_policy::{
-    InstallerCheck, OsDecision, decide_os, has_lifecycle_api, installer_check,
-    kubernetes_supported, parse_version,
-};
+use super::version_policy::parse_version;
 use crate::connection::{self, Target};
 use crate::live_config::{self, ReadError};
 use crate::upgrade_drain::{self, KubeCredentials, KubeInputs, NoDrain};
@@ -51,81 +47,12 @@ pub(super) async fn upgrade_node(
     report.set("machine_type", machine_type);
 
     // Plan everything before touching the node, so each refusal leaves it as it was.
-    let mut os_plan = None;
-    if let Some(os) = &req.os {
-        let install_image = v1.pointer("/machine/install/image").and_then(Value::as_str);
-        report.set("install_image", install_image);
-        // The running schematic when the node reports it; else the one its config installs.
-        let current_schematic = match running_schematic(&client).await {
-            Some(s) => {
-                report.set("schematic_source", "extensions");
-                Some(s)
-            }
-            None => {
-                report.set(
-                    "schematic_source",
-                    if install_image.is_some() {
-                        "config"
-                    } else {
-                        "unknown"
-                    },
-                );
-                install_image.and_then(schematic_of)
-            }
-        };
-        report.set("current_schematic", current_schematic.clone());
-        let decision = decide_os(
-            &current,
-            current_schematic.as_deref(),
-            os,
-            req.allow_downgrade,
-        )
+    let os_plan = plan_os(&client, &current, &v1, req, report)
+        .await
         .map_err(|why| report.fail(format!("{}: {why}; nothing was changed", target.node)))?;
-        if let OsDecision::Change(_) = &decision
-            && let InstallerCheck::Unknown = installer_check(&current, &os.version)
-        {
-            report.warnings.push(format!(
-                "no installer version rules are known for Talos v{}; the installer will decide whether it accepts v{current}",
-                os.version
-            ));
-        }
-        if let Some(img) = install_image
-            && img != os.image
-        {
-            report.warnings.push(format!(
-                "machine.install.image in the live config is {img}, not the target {}; like talosctl, this module \
-                 leaves it alone, but it decides the installer of future installs (and, when the node does not report \
-                 its schematic, the schematic this module compares against): update it with a config change",
-                os.image
-            ));
-        }
-        // talosctl does not check this either, but a kubelet the new Talos does not support
-        // is worth a word before the node reboots into it.
-        if req.kubernetes.is_none()
-            && let OsDecision::Change(_) = &decision
-            && let Ok(components) = kubernetes_components(&v1)
-            && let Some(kubelet) = components.first()
-            && let Some(Err(why)) = kubernetes_supported(&os.version, &kubelet.version)
-        {
-            report.warnings.push(format!(
-                "{why}, and the node's kubelet is at {}: move Kubernetes into the supported range too",
-                kubelet.version
-            ));
-        }
-        let lifecycle = has_lifecycle_api(&current) && !req.stage;
-        report.set(
-            "upgrade_path",
-            if lifecycle { "lifecycle" } else { "legacy" },
-        );
-        report.set("os_upgrade", matches!(decision, OsDecision::Change(_)));
-        if let OsDecision::Change(reason) = decision {
-            report.set("os_reason", reason.clone());
-            os_plan = Some((os, lifecycle, reason));
-        }
-    }
     let talos_after = os_plan
         .as_ref()
-        .map_or(&current, |(os, _, _)| &os.version)
+        .map_or(&current, |plan| &plan.to.version)
         .clone();
     let mut k8s_plan = None;
     if let Some(want) = &req.kubernetes {
@@ -189,8 +116,8 @@ pub(super) async fn upgrade_node(
     let mut done = Vec::new();
     if check_mode {
         report.changed = os_plan.is_some() || k8s_plan.is_some();
-        if let Some((_, _, reason)) = &os_plan {
-            done.push(format!("would {reason}"));
+        if let Some(plan) = &os_plan {
+            done.push(format!("would {}", plan.reason));
         }
         if let Some(d) = &drainer {
             let preview = d.preview(&target.node).await.map_err(|m| report.fail(m))?;
@@ -209,7 +136,7 @@ pub(super) async fn upgrade_node(
             report.set("manifests_not_synced", plan.unsynced_manifests());
         }
     } else {
-        if let Some((os, lifecycle, reason)) = os_plan {
+        if let Some(plan) = os_plan {
             if let Some(d) = drainer.as_mut() {
                 let (drained, warnings) = d
                     .cordon_and_drain(&target.node, req.drain.timeout)
@@ -219,7 +146,7 @@ pub(super) async fn upgrade_node(
                 report.set("drain", drained);
             }
             let upgraded = upgrade_os(
-                target, &client, creds, req, os, &current, lifecycle, deadline, report,
+                target, &client, creds, req, plan.to, &current, plan.api, deadline, report,
             )
             .await;
             let summary = match (upgraded, drainer.as_mut()) {
@@ -230,7 +157,7 @@ pub(super) async fn upgrade_node(
                 }
                 (Err(e), None) => return Err(e),
             };
-            done.push(format!("{reason} ({summary})"));
+            done.push(format!("{} ({summary})", plan.reason));
             if let Some(d) = drainer.as_mut() {
                 let uncordoned = d
                     .back_and_uncordon(&target.node, deadline)
