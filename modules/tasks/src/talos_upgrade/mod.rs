@@ -30,7 +30,7 @@ use crate::upgrade_drain::{DEFAULT_DRAIN_TIMEOUT_SECS, KubeCredentials, KubeInpu
 pub use image::{DEFAULT_INSTALLER_REPOSITORY, OsTarget, retag, split_image};
 pub use kubernetes::{Component, KubernetesPlan, kubernetes_components, plan_kubernetes};
 pub use os::{AfterReboot, after_reboot};
-pub use request::Request;
+pub use request::{Reboot, Request};
 pub use schematic::{VANILLA_SCHEMATIC, schematic_from_extension_yaml, schematic_of};
 pub use version_policy::{
     InstallerCheck, OsDecision, decide_os, has_lifecycle_api, installer_check, kubernetes_path_ok,

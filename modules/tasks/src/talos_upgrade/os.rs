@@ -17,7 +17,7 @@ use super::POLL_INTERVAL;
 use super::image::OsTarget;
 use super::kubernetes::kubernetes_components;
 use super::report::Report;
-use super::request::Request;
+use super::request::{Reboot, Request};
 use super::schematic::{running_schematic, schematic_of};
 use super::version_policy::{
     InstallerCheck, OsDecision, decide_os, has_lifecycle_api, installer_check,
@@ -166,42 +166,73 @@ fn legacy_failure(
     )
 }
 
+/// The node an OS upgrade runs on, and how to reach it again once it has rebooted.
+pub(super) struct NodeAccess<'a> {
+    pub(super) target: &'a Target,
+    /// The connection the upgrade starts on.
+    pub(super) client: &'a TalosClient,
+    pub(super) creds: &'a Credentials,
+}
+
+/// One OS upgrade: from which version to which target, how, and by when.
+#[derive(Clone, Copy)]
+pub(super) struct OsUpgrade<'a> {
+    /// What the node runs now, and what a rollback boots back into.
+    pub(super) from: &'a Version,
+    pub(super) to: &'a OsTarget,
+    pub(super) api: UpgradeApi,
+    /// Install on the next boot (`stage`, legacy API only), which takes one more reboot.
+    pub(super) stage: bool,
+    pub(super) reboot: Reboot,
+    /// Wait for the node to come back and verify what it booted (`wait`).
+    pub(super) wait: bool,
+    /// When the node must be back, verified.
+    pub(super) deadline: Instant,
+}
+
 /// Install the target, reboot, wait and verify the version. Returns how it went, in words.
-#[allow(clippy::too_many_arguments)]
 pub(super) async fn upgrade_os(
-    target: &Target,
-    client: &TalosClient,
-    creds: &Credentials,
-    req: &Request,
-    os: &OsTarget,
-    current: &Version,
-    api: UpgradeApi,
-    deadline: Instant,
+    node: &NodeAccess<'_>,
+    upgrade: OsUpgrade<'_>,
     report: &mut Report,
 ) -> Result<String, ModuleError> {
+    let NodeAccess {
+        target,
+        client,
+        creds,
+    } = *node;
+    let OsUpgrade {
+        from,
+        to,
+        api,
+        stage,
+        reboot,
+        wait,
+        deadline,
+    } = upgrade;
     let old_boot = client.boot_id().await.map_err(|e| report.client_fail(e))?;
     report.set("boot_id_before", old_boot.clone());
     // The legacy API runs its sequence after answering: its actor id is how a failure shows.
     let mut legacy_actor = None;
     if api == UpgradeApi::Lifecycle {
-        let pulled = match client.image_pull(&os.image, containerd_system()).await {
+        let pulled = match client.image_pull(&to.image, containerd_system()).await {
             Err(e) if e.kind == ErrorKind::Unimplemented => {
                 client
-                    .image_pull_legacy(&os.image, ContainerdNamespace::NsSystem)
+                    .image_pull_legacy(&to.image, ContainerdNamespace::NsSystem)
                     .await
             }
             other => other.map(|_| ()),
         };
         pulled.map_err(|e| report.client_fail(e))?;
         let install = client
-            .lifecycle_upgrade(&os.image, containerd_system())
+            .lifecycle_upgrade(&to.image, containerd_system())
             .await
             .map_err(|e| report.client_fail(e))?;
         let tail: Vec<String> = install.lines.iter().rev().take(20).rev().cloned().collect();
         report.set("installer_output", tail.clone());
         if install.exit_code != 0 {
             return Err(report.fail(format!(
-                "{}: the installer failed with exit code {} and the node was not rebooted; it still runs v{current}: {}",
+                "{}: the installer failed with exit code {} and the node was not rebooted; it still runs v{from}: {}",
                 target.node,
                 install.exit_code,
                 tail.last().map(String::as_str).unwrap_or("no output")
@@ -209,29 +240,27 @@ pub(super) async fn upgrade_os(
         }
         // The installer wrote the inactive boot slot; the node is changed from here on.
         report.changed = true;
-        let mode = if req.powercycle {
-            RebootMode::Powercycle
-        } else {
-            RebootMode::Default
+        let mode = match reboot {
+            Reboot::Default => RebootMode::Default,
+            Reboot::Powercycle => RebootMode::Powercycle,
         };
         client
             .reboot(mode)
             .await
             .map_err(|e| report.client_fail(e))?;
     } else {
-        let mode = if req.powercycle {
-            UpgradeRebootMode::Powercycle
-        } else {
-            UpgradeRebootMode::Default
+        let mode = match reboot {
+            Reboot::Default => UpgradeRebootMode::Default,
+            Reboot::Powercycle => UpgradeRebootMode::Powercycle,
         };
         let ack = client
-            .upgrade_legacy(&os.image, req.stage, false, mode)
+            .upgrade_legacy(&to.image, stage, false, mode)
             .await
             .map_err(|e| report.client_fail(e))?;
         report.changed = true;
         legacy_actor = Some(ack.actor_id).filter(|a| !a.is_empty());
     }
-    if !req.wait {
+    if !wait {
         return Ok("reboot started, not waiting".into());
     }
     let node = target.routed().then_some(target.node.as_str());
@@ -253,7 +282,7 @@ pub(super) async fn upgrade_os(
             Some(actor) => tokio::select! {
                 back = reboot => back,
                 failed = sequence_failure(client, &actor) => {
-                    return Err(report.fail(legacy_failure(&target.node, os, current, &failed)));
+                    return Err(report.fail(legacy_failure(&target.node, to, from, &failed)));
                 }
             },
             None => reboot.await,
@@ -262,21 +291,21 @@ pub(super) async fn upgrade_os(
             report.fail(format!(
                 "{}: the upgrade to {} was started but the node did not come back: {e}",
                 target.node,
-                os.tag()
+                to.tag()
             ))
         })?;
         reboots += 1;
         report.set("boot_id_after", back.boot_id.clone());
         report.set("version_after", back.version_tag.clone());
-        match after_reboot(&back.version_tag, current, &os.version, req.stage, reboots) {
+        match after_reboot(&back.version_tag, from, &to.version, stage, reboots) {
             AfterReboot::Done => break,
             AfterReboot::AnotherReboot => boot = back.boot_id,
             AfterReboot::RolledBack => {
                 return Err(report.fail(format!(
-                    "{}: the node rebooted but still runs v{current}, not the target {}: the new version did not \
+                    "{}: the node rebooted but still runs v{from}, not the target {}: the new version did not \
                      boot and Talos rolled back to the previous one; check the node's console and logs",
                     target.node,
-                    os.tag()
+                    to.tag()
                 )));
             }
             AfterReboot::Unexpected => {
@@ -284,14 +313,14 @@ pub(super) async fn upgrade_os(
                     "{}: the node came back running {:?}, expected {}",
                     target.node,
                     back.version_tag,
-                    os.tag()
+                    to.tag()
                 )));
             }
         }
     }
     // A schematic change keeps the version: the schematic the node reports (when it does)
     // is the only evidence that the new image booted.
-    if let Some(want) = schematic_of(&os.image) {
+    if let Some(want) = schematic_of(&to.image) {
         let fresh = ConnectOptions {
             read_retries: 3,
             ..client.options().clone()
@@ -304,7 +333,7 @@ pub(super) async fn upgrade_os(
                 return Err(report.fail(format!(
                     "{}: the node rebooted into v{} but reports schematic {now}, not the target's {want}: the new \
                      image did not boot and Talos rolled back; check the node's console and logs",
-                    target.node, os.version
+                    target.node, to.version
                 )));
             }
         }

@@ -12,6 +12,13 @@ use super::image::{
 use super::version_policy::parse_version;
 use crate::upgrade_drain::{DEFAULT_DRAIN_TIMEOUT_SECS, DrainOptions};
 
+/// How the node reboots into the new Talos (`reboot_mode`): Talos's reboot modes of that name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reboot {
+    Default,
+    Powercycle,
+}
+
 /// The validated options.
 #[derive(Debug, Clone)]
 pub struct Request {
@@ -19,7 +26,7 @@ pub struct Request {
     pub kubernetes: Option<Version>,
     pub allow_downgrade: bool,
     pub stage: bool,
-    pub powercycle: bool,
+    pub reboot: Reboot,
     pub wait: bool,
     pub timeout: Duration,
     pub drain: DrainOptions,
@@ -82,7 +89,11 @@ impl Request {
             kubernetes,
             allow_downgrade: p.bool("allow_downgrade"),
             stage: p.bool("stage"),
-            powercycle: p.str("reboot_mode") == Some("powercycle"),
+            reboot: if p.str("reboot_mode") == Some("powercycle") {
+                Reboot::Powercycle
+            } else {
+                Reboot::Default
+            },
             wait,
             timeout,
             drain: DrainOptions {

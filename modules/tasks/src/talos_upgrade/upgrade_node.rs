@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use super::etcd_quorum::etcd_quorum_guard;
 use super::image::OsTarget;
 use super::kubernetes::{plan_kubernetes, upgrade_kubernetes};
-use super::os::{plan_os, upgrade_os};
+use super::os::{NodeAccess, OsUpgrade, plan_os, upgrade_os};
 use super::report::Report;
 use super::request::Request;
 use super::version_policy::parse_version;
@@ -145,10 +145,21 @@ pub(super) async fn upgrade_node(
                 report.warnings.extend(warnings);
                 report.set("drain", drained);
             }
-            let upgraded = upgrade_os(
-                target, &client, creds, req, plan.to, &current, plan.api, deadline, report,
-            )
-            .await;
+            let node = NodeAccess {
+                target,
+                client: &client,
+                creds,
+            };
+            let upgrade = OsUpgrade {
+                from: &current,
+                to: plan.to,
+                api: plan.api,
+                stage: req.stage,
+                reboot: req.reboot,
+                wait: req.wait,
+                deadline,
+            };
+            let upgraded = upgrade_os(&node, upgrade, report).await;
             let summary = match (upgraded, drainer.as_mut()) {
                 (Ok(summary), _) => summary,
                 (Err(mut e), Some(d)) => {
