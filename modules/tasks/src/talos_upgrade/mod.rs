@@ -43,6 +43,7 @@ use upgrade_node::upgrade_node;
 /// Default overall timeout, talosctl's `--timeout` for upgrades.
 const DEFAULT_TIMEOUT_SECS: i64 = 1800;
 
+/// How often a wait asks the node again: for its reboot, and for its new Kubernetes components.
 const POLL_INTERVAL: Duration = Duration::from_secs(1);
 
 pub fn spec() -> Spec {
