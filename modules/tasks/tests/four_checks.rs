@@ -264,3 +264,31 @@ fn talos_reset_returns_a_worker_to_maintenance_once() {
     four_checks(&sim, &RESET, &args, Kind::Converges);
     assert!(sim.cluster().nodes()[1].maintenance);
 }
+
+/// Options that cannot go together fail before any node is asked, naming both options and what
+/// to write instead, in one readable sentence.
+#[test]
+fn talos_upgrade_refuses_wait_false_with_a_drain_or_a_kubernetes_version() {
+    let node = "127.0.0.1:1";
+    for (args, words) in [
+        (
+            json!({"node": node, "talos_version": "v1.13.9", "wait": false}),
+            ["wait=false", "drain=true", "drain: false"],
+        ),
+        (
+            json!({"node": node, "talos_version": "v1.13.9", "wait": false, "drain": false,
+                   "kubernetes_version": KUBERNETES_AFTER}),
+            ["wait=false", "kubernetes_version", "two tasks"],
+        ),
+    ] {
+        for how in [common::Run::Check, common::Run::Real] {
+            let outcome = common::run(&UPGRADE, &args, how);
+            let msg = outcome.msg().unwrap_or_default().to_string();
+            assert!(outcome.failed(), "{}", outcome.json);
+            for word in words {
+                assert!(msg.contains(word), "{word:?} missing from {msg:?}");
+            }
+            assert!(!msg.contains("  "), "a run of spaces in {msg:?}");
+        }
+    }
+}

@@ -75,7 +75,9 @@ impl Request {
         let drain = p.bool("drain");
         if drain && !wait && os.is_some() {
             return Err(ModuleError::new(
-                "wait=false cannot be combined with drain=true: the node is uncordoned once it is back and Ready,                  which needs the wait (talosctl turns --wait on for --drain too); set drain: false to upgrade without                  draining and waiting",
+                "wait=false cannot be combined with drain=true: the node is uncordoned once it is back \
+                 and Ready, which needs the wait (talosctl turns --wait on for --drain too); set \
+                 drain: false to upgrade without draining and waiting",
             ));
         }
         if !wait && os.is_some() && kubernetes.is_some() {

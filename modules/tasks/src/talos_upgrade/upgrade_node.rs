@@ -211,7 +211,10 @@ pub(super) async fn upgrade_node(
                 upgrade_kubernetes(&client, plan, deadline, report).await?;
                 done.push(format!("Kubernetes {} -> {}", plan.current, plan.target));
                 report.warnings.push(format!(
-                    "{}: only this node's Kubernetes components moved; across a cluster a node's new kubelet must not                      run ahead of other control planes' API servers, so upgrade a cluster with                      ferro.talos.talos_kubernetes_upgrade (talosctl upgrade-k8s's order, waiting for each pod and Node)",
+                    "{}: only this node's Kubernetes components moved; across a cluster a node's new \
+                     kubelet must not run ahead of other control planes' API servers, so upgrade a \
+                     cluster with ferro.talos.talos_kubernetes_upgrade (talosctl upgrade-k8s's \
+                     order, waiting for each pod and Node)",
                     target.node
                 ));
             }
