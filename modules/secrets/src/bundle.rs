@@ -2,11 +2,11 @@
 
 use std::fmt::Write as _;
 
-use anyhow::{Result, anyhow, bail};
 use base64::Engine as _;
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
+use crate::error::{Error, ErrorKind, Result};
 use crate::keys::{self, KeyKind};
 use crate::pki::{self, CA_VALIDITY};
 use crate::yaml::{self, kind_name};
@@ -70,7 +70,7 @@ impl std::fmt::Debug for Bundle {
 impl Bundle {
     /// Parses `secrets.yaml` (comments allowed) and validates it as Talos does (config.md §1.6).
     pub fn from_yaml(text: &str) -> Result<Bundle> {
-        let value = yaml::parse(text, "secrets bundle")?;
+        let value = yaml::parse(text, "secrets bundle", ErrorKind::InvalidBundle)?;
         Bundle::from_value(&value)
     }
 
@@ -79,9 +79,10 @@ impl Bundle {
     /// Keys are matched case-insensitively. All problems are reported together, by key path.
     pub fn from_value(value: &Value) -> Result<Bundle> {
         let Some(root) = value.as_object() else {
-            bail!(
-                "invalid secrets bundle: expected a mapping with cluster, secrets, trustdinfo and certs"
-            );
+            return Err(Error::new(
+                ErrorKind::InvalidBundle,
+                "invalid secrets bundle: expected a mapping with cluster, secrets, trustdinfo and certs",
+            ));
         };
         let mut v = Validator::default();
 
@@ -137,7 +138,10 @@ impl Bundle {
         };
 
         if !v.errors.is_empty() {
-            bail!("invalid secrets bundle: {}", v.errors.join("; "));
+            return Err(Error::new(
+                ErrorKind::InvalidBundle,
+                format!("invalid secrets bundle: {}", v.errors.join("; ")),
+            ));
         }
         Ok(Bundle {
             cluster,
@@ -309,9 +313,12 @@ impl Bundle {
 
     /// The OS (Talos API) CA as PEM text: (certificate, private key).
     pub fn os_ca_pem(&self) -> Result<(String, String)> {
+        let decode = |name, value| {
+            pki::decode_b64_pem(name, value).map_err(|e| e.with_kind(ErrorKind::InvalidBundle))
+        };
         Ok((
-            pki::decode_b64_pem("certs.os.crt", &self.certs.os.crt)?,
-            pki::decode_b64_pem("certs.os.key", &self.certs.os.key)?,
+            decode("certs.os.crt", &self.certs.os.crt)?,
+            decode("certs.os.key", &self.certs.os.key)?,
         ))
     }
 }
@@ -330,8 +337,9 @@ pub fn parse_contract(version: &str) -> Result<(u64, u64)> {
     });
     match (major, minor) {
         (Some(major), Some(minor)) => Ok((major, minor)),
-        _ => Err(anyhow!(
-            "talos version {version:?}: expected vMAJOR.MINOR (for example v1.13)"
+        _ => Err(Error::new(
+            ErrorKind::InvalidContract,
+            format!("talos version {version:?}: expected vMAJOR.MINOR (for example v1.13)"),
         )),
     }
 }
@@ -443,7 +451,8 @@ impl Validator {
         if !value.is_empty() {
             let name = format!("{path}.crt");
             if let Err(e) = pki::decode_b64_pem(&name, &value).and_then(|pem_text| {
-                pki::CertInfo::parse(&pem_text).map_err(|e| anyhow!("{name}: {e}"))
+                pki::CertInfo::parse(&pem_text)
+                    .map_err(|e| Error::new(e.kind(), format!("{name}: {e}")))
             }) {
                 self.error(format!(
                     "{name}: not a valid base64 PEM certificate ({})",
@@ -458,9 +467,9 @@ impl Validator {
         let value = self.required(section, path, "key");
         if !value.is_empty() {
             let name = format!("{path}.key");
-            if let Err(e) = pki::decode_b64_pem(&name, &value)
-                .and_then(|pem_text| keys::load(&pem_text).map_err(|e| anyhow!("{name}: {e}")))
-            {
+            if let Err(e) = pki::decode_b64_pem(&name, &value).and_then(|pem_text| {
+                keys::load(&pem_text).map_err(|e| Error::new(e.kind(), format!("{name}: {e}")))
+            }) {
                 self.error(format!(
                     "{name}: not a valid base64 PEM private key ({})",
                     reason(&e, &name)
@@ -472,7 +481,7 @@ impl Validator {
 }
 
 /// The error text without the repeated "name: " prefix.
-fn reason(e: &anyhow::Error, name: &str) -> String {
+fn reason(e: &Error, name: &str) -> String {
     let text = format!("{e:#}");
     text.strip_prefix(&format!("{name}: "))
         .unwrap_or(&text)

@@ -5,11 +5,11 @@
 //! rcgen (on aws-lc-rs) does the key generation, parsing and signing. Its own serialisation is
 //! always PKCS#8, so the SEC1 and PKCS#1 forms are unwrapped from that here.
 
-use anyhow::{Result, anyhow, bail};
 use rand::TryRngCore;
 use rcgen::{KeyPair, PublicKeyData};
 
 use crate::der;
+use crate::error::{Error, ErrorKind, Result};
 
 pub const LABEL_ED25519: &str = "ED25519 PRIVATE KEY";
 pub const LABEL_EC: &str = "EC PRIVATE KEY";
@@ -35,9 +35,12 @@ pub struct GeneratedKey {
 
 pub fn random_bytes<const N: usize>() -> Result<[u8; N]> {
     let mut buf = [0u8; N];
-    rand::rngs::OsRng
-        .try_fill_bytes(&mut buf)
-        .map_err(|e| anyhow!("system random number generator failed: {e}"))?;
+    rand::rngs::OsRng.try_fill_bytes(&mut buf).map_err(|e| {
+        Error::new(
+            ErrorKind::Randomness,
+            format!("system random number generator failed: {e}"),
+        )
+    })?;
     Ok(buf)
 }
 
@@ -56,7 +59,7 @@ pub fn generate(kind: KeyKind) -> Result<GeneratedKey> {
                 ),
             ]);
             let pair = KeyPair::try_from(der.as_slice())
-                .map_err(|e| anyhow!("load generated Ed25519 key: {e}"))?;
+                .map_err(|e| crypto(format!("load generated Ed25519 key: {e}")))?;
             Ok(GeneratedKey {
                 pem: pem_encode(LABEL_ED25519, &der),
                 pair,
@@ -64,11 +67,11 @@ pub fn generate(kind: KeyKind) -> Result<GeneratedKey> {
         }
         KeyKind::EcdsaP256 => {
             let pkcs8 = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)
-                .map_err(|e| anyhow!("generate ECDSA P-256 key: {e}"))?;
+                .map_err(|e| crypto(format!("generate ECDSA P-256 key: {e}")))?;
             let inner = pkcs8_private_key(pkcs8.serialized_der())
-                .ok_or_else(|| anyhow!("unexpected PKCS#8 layout for a generated ECDSA key"))?;
+                .ok_or_else(|| crypto("unexpected PKCS#8 layout for a generated ECDSA key"))?;
             let scalar = ec_private_scalar(inner)
-                .ok_or_else(|| anyhow!("unexpected SEC1 layout for a generated ECDSA key"))?;
+                .ok_or_else(|| crypto("unexpected SEC1 layout for a generated ECDSA key"))?;
             let sec1 = der::seq(&[
                 &der::uint(&[1]),
                 &der::tlv(der::TAG_OCTET_STRING, scalar),
@@ -76,9 +79,11 @@ pub fn generate(kind: KeyKind) -> Result<GeneratedKey> {
                 &der::tlv(0xa1, &der::bit_string(pkcs8.public_key_raw())),
             ]);
             let pair = KeyPair::try_from(sec1.as_slice())
-                .map_err(|e| anyhow!("load generated ECDSA key: {e}"))?;
+                .map_err(|e| crypto(format!("load generated ECDSA key: {e}")))?;
             if pair.public_key_raw() != pkcs8.public_key_raw() {
-                bail!("re-encoded ECDSA key does not match the generated one");
+                return Err(crypto(
+                    "re-encoded ECDSA key does not match the generated one",
+                ));
             }
             Ok(GeneratedKey {
                 pem: pem_encode(LABEL_EC, &sec1),
@@ -88,9 +93,9 @@ pub fn generate(kind: KeyKind) -> Result<GeneratedKey> {
         KeyKind::Rsa4096 => {
             let pkcs8 =
                 KeyPair::generate_rsa_for(&rcgen::PKCS_RSA_SHA256, rcgen::RsaKeySize::_4096)
-                    .map_err(|e| anyhow!("generate RSA-4096 key: {e}"))?;
+                    .map_err(|e| crypto(format!("generate RSA-4096 key: {e}")))?;
             let pkcs1 = pkcs8_private_key(pkcs8.serialized_der())
-                .ok_or_else(|| anyhow!("unexpected PKCS#8 layout for a generated RSA key"))?;
+                .ok_or_else(|| crypto("unexpected PKCS#8 layout for a generated RSA key"))?;
             Ok(GeneratedKey {
                 pem: pem_encode(LABEL_RSA, pkcs1),
                 pair: pkcs8,
@@ -101,16 +106,20 @@ pub fn generate(kind: KeyKind) -> Result<GeneratedKey> {
 
 /// Parses a private key PEM in any encoding Talos accepts. Errors never quote the key.
 pub fn load(pem_text: &str) -> Result<KeyPair> {
-    let block = pem::parse(pem_text).map_err(|_| anyhow!("not a PEM block"))?;
+    let invalid = |message: String| Error::new(ErrorKind::InvalidKey, message);
+    let block = pem::parse(pem_text).map_err(|_| invalid("not a PEM block".into()))?;
     let label = block.tag();
     if ![LABEL_ED25519, LABEL_EC, LABEL_RSA, LABEL_PKCS8].contains(&label) {
-        bail!(
+        return Err(invalid(format!(
             "PEM label {label:?} is not a private key (expected {LABEL_ED25519}, {LABEL_EC}, \
              {LABEL_RSA} or {LABEL_PKCS8})"
-        );
+        )));
     }
-    KeyPair::try_from(block.contents())
-        .map_err(|_| anyhow!("{label} does not hold a usable Ed25519, ECDSA or RSA key"))
+    KeyPair::try_from(block.contents()).map_err(|_| {
+        invalid(format!(
+            "{label} does not hold a usable Ed25519, ECDSA or RSA key"
+        ))
+    })
 }
 
 /// The key family a certificate signed by `ca_key` should get (Talos: the leaf follows the CA).
@@ -123,7 +132,10 @@ pub fn family_of(pair: &KeyPair) -> Result<KeyKind> {
     } else if alg == &rcgen::PKCS_RSA_SHA256 {
         Ok(KeyKind::Rsa4096)
     } else {
-        bail!("unsupported CA key algorithm")
+        Err(Error::new(
+            ErrorKind::InvalidKey,
+            "unsupported CA key algorithm",
+        ))
     }
 }
 
@@ -149,8 +161,16 @@ pub fn signature_algorithm_der(pair: &KeyPair) -> Result<&'static [u8]> {
             0x00,
         ])
     } else {
-        bail!("unsupported signing key algorithm")
+        Err(Error::new(
+            ErrorKind::InvalidKey,
+            "unsupported signing key algorithm",
+        ))
     }
+}
+
+/// A failure of the crypto library (or of our re-encoding of what it made).
+fn crypto(message: impl Into<String>) -> Error {
+    Error::new(ErrorKind::Crypto, message)
 }
 
 pub fn spki_der(pair: &KeyPair) -> Vec<u8> {

@@ -16,6 +16,7 @@
 
 pub mod bundle;
 mod der;
+pub mod error;
 mod keys;
 pub mod pki;
 pub mod talosconfig;
@@ -27,6 +28,7 @@ pub mod yaml;
 pub use bundle::{
     Bundle, CertAndKey, Certs, ClusterSecrets, KeyOnly, Secrets, TrustdInfo, parse_contract,
 };
+pub use error::{Error, ErrorKind, Result};
 pub use pki::{CertInfo, Issued};
 pub use talosconfig::{Context, TalosConfig};
 

@@ -4,12 +4,12 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::Duration;
 
-use anyhow::{Context, Result, anyhow, bail};
 use base64::Engine as _;
 use sha2::Digest as _;
 use time::OffsetDateTime;
 use x509_parser::prelude::{FromDer, GeneralName, ParsedExtension, X509Certificate};
 
+use crate::error::{Error, ErrorKind, Result};
 use crate::keys::{self, KeyKind};
 use crate::x509::{self, Eku, Template};
 
@@ -47,13 +47,10 @@ fn whole_seconds(t: OffsetDateTime) -> OffsetDateTime {
 }
 
 fn not_after(now: OffsetDateTime, validity: Duration) -> Result<OffsetDateTime> {
+    let too_long = || Error::new(ErrorKind::InvalidArgument, "validity is too long");
     let validity = Duration::from_secs(validity.as_secs());
-    now.checked_add(
-        validity
-            .try_into()
-            .map_err(|_| anyhow!("validity is too long"))?,
-    )
-    .ok_or_else(|| anyhow!("validity is too long"))
+    now.checked_add(validity.try_into().map_err(|_| too_long())?)
+        .ok_or_else(too_long)
 }
 
 /// A self-signed CA exactly as `siderolabs/crypto` makes one: subject = the Organization list
@@ -101,12 +98,19 @@ struct SigningCa {
 }
 
 fn load_ca(ca_crt_pem: &str, ca_key_pem: &str) -> Result<SigningCa> {
-    let der = first_cert_der(ca_crt_pem).context("CA certificate")?;
-    let (_, cert) = X509Certificate::from_der(&der)
-        .map_err(|_| anyhow!("CA certificate: not a valid X.509 certificate"))?;
-    let key = keys::load(ca_key_pem).context("CA private key")?;
+    let der = first_cert_der(ca_crt_pem).map_err(|e| e.context("CA certificate"))?;
+    let (_, cert) = X509Certificate::from_der(&der).map_err(|_| {
+        Error::new(
+            ErrorKind::InvalidCertificate,
+            "CA certificate: not a valid X.509 certificate",
+        )
+    })?;
+    let key = keys::load(ca_key_pem).map_err(|e| e.context("CA private key"))?;
     if keys::spki_der(&key) != cert.public_key().raw {
-        bail!("CA private key does not belong to the CA certificate");
+        return Err(Error::new(
+            ErrorKind::KeyMismatch,
+            "CA private key does not belong to the CA certificate",
+        ));
     }
     let subject_key_id = cert
         .extensions()
@@ -169,7 +173,10 @@ pub fn issue_admin_cert(
     now: OffsetDateTime,
 ) -> Result<Issued> {
     if roles.is_empty() || roles.iter().any(|r| r.is_empty()) {
-        bail!("admin certificate: expected at least one non-empty role (e.g. os:admin)");
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
+            "admin certificate: expected at least one non-empty role (e.g. os:admin)",
+        ));
     }
     issue_client_cert(os_ca_crt_pem, os_ca_key_pem, None, roles, validity, now)
 }
@@ -280,22 +287,23 @@ pub fn normalize_key_pem_for_rustls(key_pem: &str) -> String {
 /// Decodes a bundle/talosconfig field (standard base64 of PEM text) to the PEM text.
 /// `name` is the key path used in error messages; the value itself is never quoted.
 pub fn decode_b64_pem(name: &str, value: &str) -> Result<String> {
+    let invalid = |why: &str| Error::new(ErrorKind::InvalidEncoding, format!("{name}: {why}"));
     if value == crate::REDACTED {
-        bail!(
-            "{name}: holds the redaction placeholder {}, not a real value",
+        return Err(invalid(&format!(
+            "holds the redaction placeholder {}, not a real value",
             crate::REDACTED
-        );
+        )));
     }
     if value.trim().is_empty() {
-        bail!("{name}: missing or empty");
+        return Err(invalid("missing or empty"));
     }
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(value.trim())
-        .map_err(|_| anyhow!("{name}: not valid base64 (expected standard base64 of PEM text)"))?;
-    let text = String::from_utf8(bytes)
-        .map_err(|_| anyhow!("{name}: base64 does not decode to PEM text"))?;
+        .map_err(|_| invalid("not valid base64 (expected standard base64 of PEM text)"))?;
+    let not_pem = || invalid("base64 does not decode to PEM text");
+    let text = String::from_utf8(bytes).map_err(|_| not_pem())?;
     if !text.contains("-----BEGIN ") {
-        bail!("{name}: base64 does not decode to PEM text");
+        return Err(not_pem());
     }
     Ok(text)
 }
@@ -306,14 +314,15 @@ pub fn encode_b64_pem(pem_text: &str) -> String {
 }
 
 fn cert_ders(pem_text: &str) -> Result<Vec<Vec<u8>>> {
-    let blocks = pem::parse_many(pem_text).map_err(|_| anyhow!("not valid PEM"))?;
+    let blocks = pem::parse_many(pem_text)
+        .map_err(|_| Error::new(ErrorKind::InvalidCertificate, "not valid PEM"))?;
     let ders: Vec<Vec<u8>> = blocks
         .into_iter()
         .filter(|b| b.tag() == "CERTIFICATE")
         .map(|b| b.into_contents())
         .collect();
     if ders.is_empty() {
-        bail!("no CERTIFICATE PEM block");
+        return Err(no_certificate());
     }
     Ok(ders)
 }
@@ -322,7 +331,11 @@ fn first_cert_der(pem_text: &str) -> Result<Vec<u8>> {
     cert_ders(pem_text)?
         .into_iter()
         .next()
-        .ok_or_else(|| anyhow!("no CERTIFICATE PEM block"))
+        .ok_or_else(no_certificate)
+}
+
+fn no_certificate() -> Error {
+    Error::new(ErrorKind::InvalidCertificate, "no CERTIFICATE PEM block")
 }
 
 /// What callers need to know about a certificate: validity, names, and whether a CA signed it.
@@ -348,8 +361,12 @@ impl CertInfo {
     }
 
     pub fn from_der(der: Vec<u8>) -> Result<CertInfo> {
-        let (_, cert) = X509Certificate::from_der(&der)
-            .map_err(|_| anyhow!("not a valid X.509 certificate"))?;
+        let (_, cert) = X509Certificate::from_der(&der).map_err(|_| {
+            Error::new(
+                ErrorKind::InvalidCertificate,
+                "not a valid X.509 certificate",
+            )
+        })?;
         let subject_orgs = cert
             .subject()
             .iter_organization()

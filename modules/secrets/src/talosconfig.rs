@@ -4,12 +4,12 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use anyhow::{Result, anyhow, bail};
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use crate::bundle::Bundle;
+use crate::error::{Error, ErrorKind, Result};
 use crate::pki::{self, ADMIN_VALIDITY, CertInfo};
 use crate::yaml::{self, kind_name};
 
@@ -70,20 +70,27 @@ const KNOWN_EXTRA_ORDER: &[&str] = &["auth", "cluster", "proxy-url"];
 impl TalosConfig {
     /// Parses a talosconfig. An empty file is an empty config, as talosctl treats it.
     pub fn from_yaml(text: &str) -> Result<TalosConfig> {
-        let value = yaml::parse(text, "talosconfig")?;
+        let value = yaml::parse(text, "talosconfig", ErrorKind::InvalidTalosconfig)?;
         let root = match &value {
             Value::Null => return Ok(TalosConfig::default()),
             Value::Object(map) => map,
-            other => bail!("talosconfig: expected a mapping, got {}", kind_name(other)),
+            other => {
+                return Err(invalid(format!(
+                    "talosconfig: expected a mapping, got {}",
+                    kind_name(other)
+                )));
+            }
         };
         let context = match root.get("context") {
             None | Some(Value::Null) => None,
             Some(Value::String(s)) if s.is_empty() => None,
             Some(Value::String(s)) => Some(s.clone()),
-            Some(other) => bail!(
-                "talosconfig: context: expected a string, got {}",
-                kind_name(other)
-            ),
+            Some(other) => {
+                return Err(invalid(format!(
+                    "talosconfig: context: expected a string, got {}",
+                    kind_name(other)
+                )));
+            }
         };
         let mut contexts = BTreeMap::new();
         match root.get("contexts") {
@@ -93,10 +100,12 @@ impl TalosConfig {
                     contexts.insert(name.clone(), Context::from_value(name, ctx)?);
                 }
             }
-            Some(other) => bail!(
-                "talosconfig: contexts: expected a mapping, got {}",
-                kind_name(other)
-            ),
+            Some(other) => {
+                return Err(invalid(format!(
+                    "talosconfig: contexts: expected a mapping, got {}",
+                    kind_name(other)
+                )));
+            }
         }
         Ok(TalosConfig { context, contexts })
     }
@@ -150,7 +159,10 @@ impl TalosConfig {
         now: OffsetDateTime,
     ) -> Result<TalosConfig> {
         if cluster_name.is_empty() {
-            bail!("talosconfig: cluster name must not be empty");
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "talosconfig: cluster name must not be empty",
+            ));
         }
         let context = Context::for_bundle(bundle, endpoints, nodes, now)?;
         Ok(TalosConfig {
@@ -225,30 +237,30 @@ impl TalosConfig {
 impl Context {
     fn from_value(name: &str, value: &Value) -> Result<Context> {
         let Some(map) = value.as_object() else {
-            bail!(
+            return Err(invalid(format!(
                 "talosconfig: contexts.{name}: expected a mapping, got {}",
                 kind_name(value)
-            );
+            )));
         };
         let mut ctx = Context::default();
         let string = |key: &str, v: &Value| -> Result<String> {
             match v {
                 Value::Null => Ok(String::new()),
                 Value::String(s) => Ok(s.clone()),
-                other => Err(anyhow!(
+                other => Err(invalid(format!(
                     "talosconfig: contexts.{name}.{key}: expected a string, got {}",
                     kind_name(other)
-                )),
+                ))),
             }
         };
         let list = |key: &str, v: &Value| -> Result<Vec<String>> {
             match v {
                 Value::Null => Ok(Vec::new()),
                 Value::Array(items) => items.iter().map(|i| string(key, i)).collect(),
-                other => Err(anyhow!(
+                other => Err(invalid(format!(
                     "talosconfig: contexts.{name}.{key}: expected a list of strings, got {}",
                     kind_name(other)
-                )),
+                ))),
             }
         };
         let mut target = String::new();
@@ -293,12 +305,19 @@ impl Context {
 
     /// (ca PEM, client certificate PEM, client key PEM), decoded from the base64 fields.
     pub fn admin_identity(&self) -> Result<(String, String, String)> {
+        let decode = |name, value| {
+            pki::decode_b64_pem(name, value).map_err(|e| e.with_kind(ErrorKind::InvalidTalosconfig))
+        };
         Ok((
-            pki::decode_b64_pem("ca", &self.ca)?,
-            pki::decode_b64_pem("crt", &self.crt)?,
-            pki::decode_b64_pem("key", &self.key)?,
+            decode("ca", &self.ca)?,
+            decode("crt", &self.crt)?,
+            decode("key", &self.key)?,
         ))
     }
+}
+
+fn invalid(message: String) -> Error {
+    Error::new(ErrorKind::InvalidTalosconfig, message)
 }
 
 /// Whether the PEM bundle `ca_pem` contains the certificate `wanted_pem` (by DER equality).

@@ -8,11 +8,11 @@
 
 use std::net::IpAddr;
 
-use anyhow::{Result, anyhow};
 use rcgen::{KeyPair, SigningKey};
 use time::OffsetDateTime;
 
 use crate::der::{self, tlv};
+use crate::error::{Error, ErrorKind, Result};
 use crate::keys;
 
 const OID_ORGANIZATION: &[u8] = &[0x06, 0x03, 0x55, 0x04, 0x0a];
@@ -237,7 +237,7 @@ pub fn sign(
     let tbs = tbs(template, issuer, subject_spki, alg);
     let signature = issuer_key
         .sign(&tbs)
-        .map_err(|e| anyhow!("sign certificate: {e}"))?;
+        .map_err(|e| Error::new(ErrorKind::Crypto, format!("sign certificate: {e}")))?;
     Ok(der::seq(&[&tbs, alg, &der::bit_string(&signature)]))
 }
 

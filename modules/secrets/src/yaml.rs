@@ -6,8 +6,9 @@
 //! style choice ([`string_style`]) and the double-quoted writer ([`write_double_quoted`]) are
 //! public: the config crate's encoder uses the same ones.
 
-use anyhow::{Result, anyhow};
 use serde_json::Value;
+
+use crate::error::{Error, ErrorKind, Result};
 
 /// What a value is, in the words an error message uses ("expected a list, got a mapping").
 pub fn kind_name(v: &Value) -> &'static str {
@@ -22,17 +23,20 @@ pub fn kind_name(v: &Value) -> &'static str {
 }
 
 /// Parses one YAML document. Parse errors report only the position: the text may be secret.
-pub(crate) fn parse(text: &str, what: &str) -> Result<Value> {
+pub(crate) fn parse(text: &str, what: &str, kind: ErrorKind) -> Result<Value> {
     if text.trim().is_empty() {
         return Ok(Value::Null);
     }
     serde_saphyr::from_str::<Value>(text).map_err(|e| match e.location() {
-        Some(loc) => anyhow!(
-            "{what}: not valid YAML (line {}, column {})",
-            loc.line(),
-            loc.column()
+        Some(loc) => Error::new(
+            kind,
+            format!(
+                "{what}: not valid YAML (line {}, column {})",
+                loc.line(),
+                loc.column()
+            ),
         ),
-        None => anyhow!("{what}: not valid YAML"),
+        None => Error::new(kind, format!("{what}: not valid YAML")),
     })
 }
 
@@ -639,9 +643,13 @@ mod tests {
 
     #[test]
     fn parse_errors_do_not_echo_the_input() {
-        let err = parse("key: [unclosed SECRETVALUE", "test")
-            .unwrap_err()
-            .to_string();
+        let err = parse(
+            "key: [unclosed SECRETVALUE",
+            "test",
+            ErrorKind::InvalidTalosconfig,
+        )
+        .unwrap_err()
+        .to_string();
         assert!(err.starts_with("test: not valid YAML"), "{err}");
         assert!(!err.contains("SECRETVALUE"), "{err}");
     }

@@ -25,19 +25,20 @@ pub fn issue_server_cert(
     ips: &[IpAddr],
     dns: &[String],
 ) -> Result<Issued> {
-    sp::issue_server_cert(ca_crt_pem, ca_key_pem, cn, ips, dns, sp::SERVER_VALIDITY).map(for_rustls)
+    let issued = sp::issue_server_cert(ca_crt_pem, ca_key_pem, cn, ips, dns, sp::SERVER_VALIDITY)?;
+    Ok(for_rustls(issued))
 }
 
 /// A client certificate (Organization = roles, one year), as `talosctl gen` gives admins.
 pub fn issue_client_cert(ca_crt_pem: &str, ca_key_pem: &str, roles: &[&str]) -> Result<Issued> {
-    sp::issue_admin_cert(
+    let issued = sp::issue_admin_cert(
         ca_crt_pem,
         ca_key_pem,
         roles,
         YEAR,
         OffsetDateTime::now_utc(),
-    )
-    .map(for_rustls)
+    )?;
+    Ok(for_rustls(issued))
 }
 
 /// The throw-away maintenance-mode CA and server certificate. Returns (CA PEM, leaf).
@@ -49,14 +50,14 @@ pub fn self_signed_maintenance(ips: &[IpAddr], dns: &[String]) -> Result<(String
 /// The kubeconfig admin client certificate from the Kubernetes CA: CN admin, O system:masters,
 /// one year; the key family follows the CA (ECDSA P-256 for Talos's Kubernetes CA).
 pub fn kubeconfig_admin_cert(k8s_ca_crt: &str, k8s_ca_key: &str) -> Result<Issued> {
-    sp::issue_client_cert(
+    Ok(sp::issue_client_cert(
         k8s_ca_crt,
         k8s_ca_key,
         Some("admin"),
         &["system:masters"],
         YEAR,
         OffsetDateTime::now_utc(),
-    )
+    )?)
 }
 
 /// Organization values of a client certificate: the Talos roles it carries.

@@ -381,6 +381,7 @@ fn cluster_name(p: &Params, cfg: Option<&MachineConfig>) -> Option<String> {
         .map(str::to_string)
 }
 
-fn module_error(e: anyhow::Error) -> ModuleError {
+/// The whole error chain (`{:#}`), of an anyhow error or of a library crate's typed one.
+fn module_error(e: impl std::fmt::Display) -> ModuleError {
     ModuleError::new(format!("{e:#}"))
 }
