@@ -19,7 +19,7 @@ const PATCHES: [&str; 3] = [
     "apiVersion: v1alpha1\nkind: HostnameConfig\nauto: \"off\"\nhostname: node-1\n",
 ];
 
-fn main() -> anyhow::Result<()> {
+fn main() -> Result<(), Box<dyn std::error::Error>> {
     // A given bundle file, or a generated one (its generation is not part of the figure).
     let text = match std::env::args().nth(1) {
         Some(path) => std::fs::read_to_string(path)?,
@@ -30,7 +30,7 @@ fn main() -> anyhow::Result<()> {
     let patches = PATCHES
         .iter()
         .map(|p| Patch::parse(p))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+        .collect::<ferro_talos_config::Result<Vec<_>>>()?;
     let mut bytes = 0;
     for i in 0..100 {
         let machine_type = if i < 3 {

@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use crate::error::{Error, ErrorKind, Result};
+
 /// A version contract such as 1.13. Ordering follows (major, minor).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Contract {
@@ -27,27 +29,33 @@ impl Contract {
 
     /// Parses `v1.13`, `1.13`, `v1.13.6` or `1.14.0-rc.1`; only major and minor count.
     /// Fails for malformed input and for contracts outside [`Contract::SUPPORTED`].
-    pub fn parse(text: &str) -> anyhow::Result<Contract> {
+    pub fn parse(text: &str) -> Result<Contract> {
         let c = Self::parse_any(text)?;
         if !Self::SUPPORTED.contains(&c) {
-            anyhow::bail!(
-                "unsupported Talos version contract {c} (from {text:?}); supported contracts: {}",
-                Self::SUPPORTED
-                    .iter()
-                    .map(Contract::to_string)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
+            return Err(Error::new(
+                ErrorKind::UnsupportedContract,
+                format!(
+                    "unsupported Talos version contract {c} (from {text:?}); supported contracts: {}",
+                    Self::SUPPORTED
+                        .iter()
+                        .map(Contract::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ));
         }
         Ok(c)
     }
 
     /// Like [`Contract::parse`] but without the supported-range check.
-    pub fn parse_any(text: &str) -> anyhow::Result<Contract> {
+    pub fn parse_any(text: &str) -> Result<Contract> {
         let bad = || {
-            anyhow::anyhow!(
-                "invalid Talos version {text:?}: expected MAJOR.MINOR with an optional leading \"v\" \
-                 and optional patch/pre-release suffix, e.g. \"v1.13\" or \"1.13.6\""
+            Error::new(
+                ErrorKind::InvalidContract,
+                format!(
+                    "invalid Talos version {text:?}: expected MAJOR.MINOR with an optional leading \
+                     \"v\" and optional patch/pre-release suffix, e.g. \"v1.13\" or \"1.13.6\""
+                ),
             )
         };
         let t = text.trim();
@@ -87,8 +95,8 @@ impl fmt::Display for Contract {
 }
 
 impl std::str::FromStr for Contract {
-    type Err = anyhow::Error;
-    fn from_str(s: &str) -> anyhow::Result<Contract> {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Contract> {
         Contract::parse(s)
     }
 }

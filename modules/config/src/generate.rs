@@ -3,7 +3,7 @@
 
 use crate::contract::Contract;
 use crate::document::MachineConfig;
-use anyhow::{Context, bail};
+use crate::error::{Error, ErrorKind, Result};
 use base64::Engine as _;
 use ferro_talos_secrets::Bundle;
 use serde_json::{Map, Value, json};
@@ -155,7 +155,7 @@ pub const KUBERNETES_API_PORT: u16 = 6443;
 /// or name with a port (`10.0.0.10:6443`, `[fd00::10]:6443`), or without one (`10.0.0.10`,
 /// `fd00::10`, `[fd00::10]`, `k8s.example.com`), which gets port 6443. Only https URLs are
 /// accepted; the result passes [`validate_endpoint`].
-pub fn endpoint_url(input: &str) -> anyhow::Result<EndpointUrl> {
+pub fn endpoint_url(input: &str) -> Result<EndpointUrl> {
     let trimmed = input.trim();
     if trimmed.contains("://") {
         let url = validate_endpoint(trimmed)?;
@@ -168,14 +168,14 @@ pub fn endpoint_url(input: &str) -> anyhow::Result<EndpointUrl> {
         return Ok(EndpointUrl { url, implicit_443 });
     }
     if trimmed.is_empty() {
-        bail!(
-            "invalid cluster endpoint: it is empty; write an address such as 10.0.0.10 or a URL such as https://10.0.0.10:6443"
-        );
+        return Err(bad_endpoint(
+            "invalid cluster endpoint: it is empty; write an address such as 10.0.0.10 or a URL such as https://10.0.0.10:6443".into(),
+        ));
     }
     if trimmed.contains(['/', '?', '#', '@']) {
-        bail!(
+        return Err(bad_endpoint(format!(
             "invalid cluster endpoint {input:?}: write an address (10.0.0.10, 10.0.0.10:6443) or a URL (https://10.0.0.10:6443)"
-        );
+        )));
     }
     // Two or more colons without brackets: a bare IPv6 address (its last group is never a port).
     let authority = if !trimmed.starts_with('[') && trimmed.matches(':').count() > 1 {
@@ -187,7 +187,11 @@ pub fn endpoint_url(input: &str) -> anyhow::Result<EndpointUrl> {
                 format!("[{host}]:{KUBERNETES_API_PORT}")
             }
             Ok((host, None)) => format!("{host}:{KUBERNETES_API_PORT}"),
-            Err(why) => bail!("invalid cluster endpoint {input:?}: {why}"),
+            Err(why) => {
+                return Err(bad_endpoint(format!(
+                    "invalid cluster endpoint {input:?}: {why}"
+                )));
+            }
         }
     };
     let url = validate_endpoint(&format!("https://{authority}"))?;
@@ -199,7 +203,7 @@ pub fn endpoint_url(input: &str) -> anyhow::Result<EndpointUrl> {
 
 /// Checks a cluster endpoint the way `talosctl gen config` does and returns it re-serialised.
 /// The scheme must be `https`; the error then suggests a corrected URL.
-pub fn validate_endpoint(endpoint: &str) -> anyhow::Result<String> {
+pub fn validate_endpoint(endpoint: &str) -> Result<String> {
     let trimmed = endpoint.trim();
     let (scheme, rest) = match trimmed.split_once("://") {
         Some((s, r)) => (Some(s), r),
@@ -213,40 +217,46 @@ pub fn validate_endpoint(endpoint: &str) -> anyhow::Result<String> {
         } else {
             format!("https://{authority}:6443{tail}")
         };
-        match scheme {
-            Some(s) => bail!(
+        return Err(bad_endpoint(match scheme {
+            Some(s) => format!(
                 "invalid cluster endpoint {endpoint:?}: the scheme must be https, not {s:?}; \
                  try {fixed:?}"
             ),
-            None => bail!(
+            None => format!(
                 "invalid cluster endpoint {endpoint:?}: it must be a URL starting with https://; \
                  try {fixed:?}"
             ),
-        }
+        }));
     }
     let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
     let (authority, tail) = rest.split_at(authority_end);
     let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
     let (host, port) = split_host_port(host_port)
-        .map_err(|why| anyhow::anyhow!("invalid cluster endpoint {endpoint:?}: {why}"))?;
+        .map_err(|why| bad_endpoint(format!("invalid cluster endpoint {endpoint:?}: {why}")))?;
     if host.is_empty() {
-        bail!("invalid cluster endpoint {endpoint:?}: the host name is empty");
+        return Err(bad_endpoint(format!(
+            "invalid cluster endpoint {endpoint:?}: the host name is empty"
+        )));
     }
     if let Some(port) = port {
         let ok = !port.is_empty()
             && port.bytes().all(|b| b.is_ascii_digit())
             && port.parse::<u32>().is_ok_and(|p| (1..=65535).contains(&p));
         if !ok {
-            bail!(
+            return Err(bad_endpoint(format!(
                 "invalid cluster endpoint {endpoint:?}: port {port:?} must be a number from 1 to 65535"
-            );
+            )));
         }
     }
     Ok(format!("https://{authority}{tail}"))
 }
 
+fn bad_endpoint(message: String) -> Error {
+    Error::new(ErrorKind::InvalidEndpoint, message)
+}
+
 /// Splits `host[:port]` or `[v6][:port]`. A bare IPv6 address is refused.
-fn split_host_port(hp: &str) -> Result<(&str, Option<&str>), String> {
+fn split_host_port(hp: &str) -> std::result::Result<(&str, Option<&str>), String> {
     if let Some(rest) = hp.strip_prefix('[') {
         let Some((host, after)) = rest.split_once(']') else {
             return Err("unterminated '[' in IPv6 address".into());
@@ -279,7 +289,7 @@ fn endpoint_host(url: &str) -> String {
         .unwrap_or_default()
 }
 
-fn check_kubernetes_version(v: &str) -> anyhow::Result<String> {
+fn check_kubernetes_version(v: &str) -> Result<String> {
     let v = v.trim();
     let v = v.strip_prefix('v').unwrap_or(v);
     let core = v.split(['-', '+']).next().unwrap_or("");
@@ -289,46 +299,57 @@ fn check_kubernetes_version(v: &str) -> anyhow::Result<String> {
             .iter()
             .any(|p| p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()))
     {
-        bail!("invalid Kubernetes version {v:?}: expected MAJOR.MINOR.PATCH, e.g. \"1.36.2\"");
+        return Err(bad_option(format!(
+            "invalid Kubernetes version {v:?}: expected MAJOR.MINOR.PATCH, e.g. \"1.36.2\""
+        )));
     }
     Ok(v.to_string())
 }
 
 /// Decodes a bundle field (base64 of PEM) to the PEM text. Never echoes the value.
-fn pem_text(field: &str, b64: &str) -> anyhow::Result<String> {
+fn pem_text(field: &str, b64: &str) -> Result<String> {
+    let bad_bundle = |why: &str| {
+        Error::new(
+            ErrorKind::InvalidBundle,
+            format!("secrets bundle field {field} {why}"),
+        )
+    };
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(b64.trim())
-        .map_err(|_| anyhow::anyhow!("secrets bundle field {field} is not valid base64"))?;
-    String::from_utf8(bytes)
-        .map_err(|_| anyhow::anyhow!("secrets bundle field {field} does not hold PEM text"))
+        .map_err(|_| bad_bundle("is not valid base64"))?;
+    String::from_utf8(bytes).map_err(|_| bad_bundle("does not hold PEM text"))
+}
+
+fn bad_option(message: String) -> Error {
+    Error::new(ErrorKind::InvalidOptions, message)
 }
 
 impl MachineConfig {
     /// Renders the config `talosctl gen config` writes for one machine type (comment-free form).
-    pub fn generate(bundle: &Bundle, opts: &GenerateOptions) -> anyhow::Result<MachineConfig> {
+    pub fn generate(bundle: &Bundle, opts: &GenerateOptions) -> Result<MachineConfig> {
         if !Contract::SUPPORTED.contains(&opts.contract) {
             // Re-use the parser's wording.
             Contract::parse(&opts.contract.to_string())?;
         }
         if opts.cluster_name.trim().is_empty() {
-            bail!("cluster name must not be empty");
+            return Err(bad_option("cluster name must not be empty".into()));
         }
         let endpoint = validate_endpoint(&opts.endpoint)?;
         let k8s = check_kubernetes_version(&opts.kubernetes_version)?;
         for (host, url) in &opts.registry_mirrors {
             if host.is_empty() || url.is_empty() {
-                bail!(
+                return Err(bad_option(format!(
                     "invalid registry mirror {host:?}={url:?}: expected <registry host>=<mirror URL>"
-                );
+                )));
             }
         }
         if let Some(cni) = &opts.cni
             && !matches!(cni.name.as_str(), "flannel" | "custom" | "none")
         {
-            bail!(
+            return Err(bad_option(format!(
                 "invalid CNI name {:?}: expected flannel, custom or none",
                 cni.name
-            );
+            )));
         }
         let r = Render {
             bundle,
@@ -430,7 +451,7 @@ impl Render<'_> {
     }
 
     /// Contracts up to 1.13: the full v1alpha1 document plus a few small documents.
-    fn legacy(&self) -> anyhow::Result<Vec<Value>> {
+    fn legacy(&self) -> Result<Vec<Value>> {
         let (b, o, c) = (self.bundle, self.opts, self.c());
         let multi_doc = c.greater_than(1, 11);
 
@@ -613,7 +634,7 @@ impl Render<'_> {
     }
 
     /// Contract 1.14: a small v1alpha1 document and one document per concern (config.md §3.10).
-    fn multi_doc(&self) -> anyhow::Result<Vec<Value>> {
+    fn multi_doc(&self) -> Result<Vec<Value>> {
         let (b, o) = (self.bundle, self.opts);
         let cp = self.cp();
 
@@ -788,7 +809,7 @@ impl Render<'_> {
             "certs.k8sserviceaccount.key",
             &b.certs.k8s_service_account.key,
         )
-        .context("service account key")?;
+        .map_err(|e| e.context("service account key"))?;
         docs.push(with(
             doc("KubeServiceAccountConfig"),
             json!({"issuer": {"privateKey": sa_key, "issuerURL": self.endpoint}}),

@@ -5,8 +5,16 @@
 //! The grammar is the OCI distribution reference's: `[host[:port]/]path[:tag][@digest]`, path
 //! components lowercase, a tag of at most 128 characters, a digest `algorithm:hex`.
 
-/// Checks `image`; the error says what is wrong and what a good reference looks like.
-pub fn check_reference(image: &str) -> Result<(), String> {
+use crate::error::{Error, ErrorKind, Result};
+
+/// Checks `image`; the error ([`ErrorKind::InvalidImage`]) says what is wrong and what a good
+/// reference looks like.
+pub fn check_reference(image: &str) -> Result<()> {
+    why_not(image).map_err(|why| Error::new(ErrorKind::InvalidImage, why))
+}
+
+/// What is wrong with `image` as a reference, if anything.
+fn why_not(image: &str) -> std::result::Result<(), String> {
     let example = "such as ghcr.io/siderolabs/installer:v1.13.9 or factory.talos.dev/installer/SCHEMATIC:v1.13.9";
     let image = image.trim();
     if image.is_empty() {
@@ -122,13 +130,15 @@ mod tests {
             "ghcr.io/siderolabs/installer@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
             "ghcr.io/siderolabs/kubelet:v1.36.3-fat",
         ] {
-            assert_eq!(check_reference(image), Ok(()), "{image}");
+            assert!(check_reference(image).is_ok(), "{image}");
         }
     }
 
     #[test]
     fn placeholders_and_typos_fail_with_what_to_write() {
-        let e = check_reference("factory.talos.dev/installer/<schematic>:v1.13.6").unwrap_err();
+        let e = check_reference("factory.talos.dev/installer/<schematic>:v1.13.6")
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("placeholder") && e.contains("schematic ID"),
             "{e}"
@@ -150,7 +160,7 @@ mod tests {
             ),
             ("ghcr.io//installer:v1", "invalid path component"),
         ] {
-            let e = check_reference(image).unwrap_err();
+            let e = check_reference(image).unwrap_err().to_string();
             assert!(e.contains(says), "{image:?}: {e}");
         }
     }

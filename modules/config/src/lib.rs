@@ -10,6 +10,7 @@ pub mod deprecations;
 pub mod diff;
 pub mod document;
 pub mod encode;
+pub mod error;
 mod fields;
 pub mod generate;
 pub mod image;
@@ -24,3 +25,4 @@ pub mod risk;
 pub mod validate;
 
 pub use document::MachineConfig;
+pub use error::{Error, ErrorKind, Result};

@@ -21,11 +21,11 @@
 //!   number vs boolean) is a type-mismatch error, as in Talos.
 //! * **Except** `*.extraArgs`: per flag, the patch value replaces wholesale, `""` included.
 
-use anyhow::{Result, bail};
 use ferro_talos_secrets::yaml::kind_name;
 use serde_json::{Map, Value};
 
 use crate::diff::push_key;
+use crate::error::{Error, ErrorKind, Result};
 
 /// Lists that the patch replaces instead of appending to.
 const REPLACE_LISTS: &[&str] = &[
@@ -282,12 +282,15 @@ fn merge_value(left: &mut Value, right: &Value, at: &At, mode: Mode) -> Result<(
         }
         (l, r) if is_scalar(l) && is_scalar(r) => {
             if mode == Mode::Free && std::mem::discriminant(l) != std::mem::discriminant(r) {
-                bail!(
-                    "cannot merge patch value into {}: type mismatch, the config has {} there, the patch has {}",
-                    at.display,
-                    kind_name(l),
-                    kind_name(r)
-                );
+                return Err(Error::new(
+                    ErrorKind::PatchFailed,
+                    format!(
+                        "cannot merge patch value into {}: type mismatch, the config has {} there, the patch has {}",
+                        at.display,
+                        kind_name(l),
+                        kind_name(r)
+                    ),
+                ));
             }
             // Booleans always win (false included); "" and 0 mean "not given".
             if is_zero(r) {
@@ -296,16 +299,19 @@ fn merge_value(left: &mut Value, right: &Value, at: &At, mode: Mode) -> Result<(
             *l = r.clone();
             Ok(())
         }
-        (l, r) => bail!(
-            "cannot merge patch value into {}: the config has {} there, the patch has {}",
-            if at.display.is_empty() {
-                "the document root"
-            } else {
-                &at.display
-            },
-            kind_name(l),
-            kind_name(r)
-        ),
+        (l, r) => Err(Error::new(
+            ErrorKind::PatchFailed,
+            format!(
+                "cannot merge patch value into {}: the config has {} there, the patch has {}",
+                if at.display.is_empty() {
+                    "the document root"
+                } else {
+                    &at.display
+                },
+                kind_name(l),
+                kind_name(r)
+            ),
+        )),
     }
 }
 

@@ -4,6 +4,7 @@ use ferro_talos_secrets::yaml::kind_name;
 use serde_json::Value;
 
 use crate::document::{MachineConfig, mixed_identity};
+use crate::error::{Error, ErrorKind, Result};
 
 impl MachineConfig {
     /// Parses a (multi-document, `---` separated) machine config. Empty documents are skipped.
@@ -12,7 +13,7 @@ impl MachineConfig {
     /// the fields that matter: `off`/`yes` stay strings, `true`/`false` are booleans, numbers are
     /// numbers. Integers written with leading zeros (`0644`) or underscores are kept as text so
     /// the encoder can reproduce them (for example as `0o644` for file permissions).
-    pub fn parse(text: &str) -> anyhow::Result<MachineConfig> {
+    pub fn parse(text: &str) -> Result<MachineConfig> {
         // No snippets in errors: the input may hold keys and tokens.
         let options = serde_saphyr::options! {
             strict_booleans: true,
@@ -30,7 +31,7 @@ impl MachineConfig {
                 let what = e
                     .to_string()
                     .replace(", set DuplicateKeyPolicy in Options if acceptable", "");
-                anyhow::anyhow!("YAML document {doc}: {what}")
+                invalid(format!("YAML document {doc}: {what}"))
             })?;
         let mut out = Vec::with_capacity(docs.len());
         for (i, doc) in docs.into_iter().enumerate() {
@@ -38,19 +39,25 @@ impl MachineConfig {
                 Value::Null => {}
                 Value::Object(_) => {
                     if let Some(why) = mixed_identity(&doc) {
-                        anyhow::bail!("YAML document {}: {why}", i + 1);
+                        return Err(invalid(format!("YAML document {}: {why}", i + 1)));
                     }
                     out.push(doc)
                 }
-                other => anyhow::bail!(
-                    "YAML document {}: expected a mapping at the top level, found {}",
-                    i + 1,
-                    kind_name(&other)
-                ),
+                other => {
+                    return Err(invalid(format!(
+                        "YAML document {}: expected a mapping at the top level, found {}",
+                        i + 1,
+                        kind_name(&other)
+                    )));
+                }
             }
         }
         Ok(MachineConfig { docs: out })
     }
+}
+
+fn invalid(message: String) -> Error {
+    Error::new(ErrorKind::InvalidConfig, message)
 }
 
 /// The 1-based number of the document that holds `line` (1-based), counting `---` markers.

@@ -7,12 +7,12 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use anyhow::{Context, Result, anyhow, bail};
 use ferro_talos_secrets::yaml::kind_name;
 use serde_json::{Map, Value};
 
 use crate::diff::{doc_label, push_key};
 use crate::document::{DocId, MachineConfig, mixed_identity};
+use crate::error::{Error, ErrorKind, Result};
 use crate::known_keys;
 use crate::merge::{merge_document, parent_is_map};
 
@@ -60,7 +60,7 @@ impl Patch {
     /// empty JSON patch that then fails on every multi-document config (issue #13029).
     pub fn parse(text: &str) -> Result<Patch> {
         Patch::parse_optional(text)?
-            .ok_or_else(|| anyhow!("config patch is empty: it holds no YAML document"))
+            .ok_or_else(|| invalid("config patch is empty: it holds no YAML document"))
     }
 
     /// Like [`Patch::parse`], but an empty patch gives `Ok(None)` so the caller can skip it.
@@ -86,11 +86,11 @@ impl Patch {
                 Err(strategic_err
                     .context("config patch is neither a strategic merge patch nor a JSON patch"))
             }
-            Err(_) if text.trim_start().starts_with('[') => Err(anyhow!(
+            Err(_) if text.trim_start().starts_with('[') => Err(invalid(format!(
                 "config patch looks like a JSON patch but is not valid JSON: {}",
                 // serde_json errors name line and column, never the input text.
                 json_err
-            )),
+            ))),
             Err(_) => Err(strategic_err.context("config patch is not valid YAML")),
         }
     }
@@ -106,48 +106,66 @@ fn raw_yaml(text: &str) -> Result<Vec<Value>> {
     };
     serde_saphyr::from_multiple_with_options::<Value>(text, options)
         .map(|docs| docs.into_iter().filter(|d| !d.is_null()).collect())
-        .map_err(|e| anyhow!("{e}"))
+        .map_err(|e| invalid(e.to_string()))
+}
+
+/// The patch itself is malformed.
+fn invalid(message: impl Into<String>) -> Error {
+    Error::new(ErrorKind::InvalidPatch, message)
+}
+
+/// The patch does not apply to this config.
+fn failed(message: impl Into<String>) -> Error {
+    Error::new(ErrorKind::PatchFailed, message)
 }
 
 /// Decodes a strategic patch stream and checks what Talos's strict decoder would reject.
 fn parse_strategic(text: &str) -> Result<Vec<Value>> {
-    let docs = MachineConfig::parse(text)?.docs;
+    let docs = MachineConfig::parse(text)
+        .map_err(|e| e.with_kind(ErrorKind::InvalidPatch))?
+        .docs;
     let mut seen = HashSet::new();
     for (i, doc) in docs.iter().enumerate() {
         let n = i + 1;
         let map = doc
             .as_object()
-            .ok_or_else(|| anyhow!("document {n}: expected a mapping"))?;
+            .ok_or_else(|| invalid(format!("document {n}: expected a mapping")))?;
         let id = DocId::of(doc);
         if map.contains_key("apiVersion") && !map.contains_key("kind") {
-            bail!("document {n}: missing kind");
+            return Err(invalid(format!("document {n}: missing kind")));
         }
         if id.is_v1alpha1() {
             if let Some(v) = map
                 .get("version")
                 .filter(|v| v.as_str() != Some("v1alpha1"))
             {
-                bail!("document {n}: unsupported v1alpha1 version {v}");
+                return Err(invalid(format!(
+                    "document {n}: unsupported v1alpha1 version {v}"
+                )));
             }
         } else {
             for key in ["apiVersion", "kind"] {
                 match map.get(key) {
                     Some(Value::String(s)) if !s.is_empty() => {}
-                    _ => bail!("document {n}: {key} is required and must be a non-empty string"),
+                    _ => {
+                        return Err(invalid(format!(
+                            "document {n}: {key} is required and must be a non-empty string"
+                        )));
+                    }
                 }
             }
         }
         // Talos decodes a patch into its Go types before merging: unknown keys or kinds fail
         // there (configpatcher/load.go), so they fail here, with the key that was meant.
         if let Err(refusal) = known_keys::check_document(doc) {
-            bail!("document {n}: {refusal}");
+            return Err(invalid(format!("document {n}: {refusal}")));
         }
         let is_doc_delete = is_delete_marker(map);
         if !is_doc_delete && !seen.insert(id.clone()) {
-            bail!(
+            return Err(invalid(format!(
                 "document {n}: duplicate document {} in one patch is not allowed",
                 describe(&id)
-            );
+            )));
         }
     }
     Ok(docs)
@@ -198,14 +216,14 @@ fn display(prefix: &str, path: &[String]) -> String {
 /// Returns (merge part, key/item deletes, whole-document delete?).
 fn split_deletes(doc: &Value, id: &DocId, label: &str) -> Result<(Value, Vec<Delete>, bool)> {
     let Value::Object(map) = doc else {
-        bail!("{label}: expected a mapping");
+        return Err(invalid(format!("{label}: expected a mapping")));
     };
     let mut deletes = Vec::new();
     let mut doc_delete = false;
     if map.contains_key("$patch") {
         check_marker(map, label)?;
         if id.is_v1alpha1() {
-            bail!("can't delete the root of the legacy document");
+            return Err(invalid("can't delete the root of the legacy document"));
         }
         doc_delete = true;
         // The whole document is the selector: anything else in it is dropped, as in Talos.
@@ -226,9 +244,9 @@ fn split_deletes(doc: &Value, id: &DocId, label: &str) -> Result<(Value, Vec<Del
 fn check_marker(map: &Map<String, Value>, at: &str) -> Result<()> {
     match map.get("$patch") {
         Some(Value::String(s)) if s == "delete" => Ok(()),
-        Some(other) => {
-            bail!("{at}: unsupported $patch value {other}, only \"delete\" is supported")
-        }
+        Some(other) => Err(invalid(format!(
+            "{at}: unsupported $patch value {other}, only \"delete\" is supported"
+        ))),
         None => Ok(()),
     }
 }
@@ -248,7 +266,9 @@ fn strip(
                 let at = display(label, path);
                 check_marker(map, &at)?;
                 if in_list {
-                    bail!("cannot delete an inner key in {at}: the path goes through a list");
+                    return Err(invalid(format!(
+                        "cannot delete an inner key in {at}: the path goes through a list"
+                    )));
                 }
                 // Talos removes the whole mapping that holds the marker: sibling keys are
                 // dropped, not merged (decoder/delete.go at v1.13.6).
@@ -286,15 +306,17 @@ fn strip(
                 let at = format!("{}{seg}", display(label, path));
                 check_marker(map, &at)?;
                 if in_list {
-                    bail!("cannot delete an inner key in {at}: the list is nested in another list");
+                    return Err(invalid(format!(
+                        "cannot delete an inner key in {at}: the list is nested in another list"
+                    )));
                 }
                 let (key, value) = map.iter().find(|(k, _)| *k != "$patch").ok_or_else(|| {
-                    anyhow!(
+                    invalid(format!(
                         "{at}: a list item with $patch: delete needs a key to select the item by"
-                    )
+                    ))
                 })?;
                 let value = scalar_string(value).ok_or_else(|| {
-                    anyhow!("{at}: the selector key {key:?} of a $patch: delete item must have a scalar value")
+                    invalid(format!("{at}: the selector key {key:?} of a $patch: delete item must have a scalar value"))
                 })?;
                 deletes.push(Delete::Item {
                     path: path.clone(),
@@ -326,10 +348,10 @@ fn apply_delete(doc: &mut Value, del: &Delete, kind: &str, label: &str) -> Resul
         Delete::Item { path, key, value } => (path, Some((key, value))),
     };
     let lookup_failed = || {
-        anyhow!(
+        failed(format!(
             "failed to delete path '{}': lookup failed",
             display(label, path)
-        )
+        ))
     };
     let (last, parents) = path.split_last().ok_or_else(lookup_failed)?;
     let mut cur = &mut *doc;
@@ -367,10 +389,10 @@ fn apply_delete(doc: &mut Value, del: &Delete, kind: &str, label: &str) -> Resul
                     } else {
                         format!("{key}=<value>")
                     };
-                    anyhow!(
+                    failed(format!(
                         "failed to delete item with {shown} from '{}': lookup failed",
                         display(label, path)
-                    )
+                    ))
                 })?;
             list.remove(pos);
         }
@@ -437,7 +459,7 @@ impl MachineConfig {
         let mut work = self.clone();
         for (i, p) in patches.iter().enumerate() {
             work.apply_patch(p)
-                .with_context(|| format!("config patch {}", i + 1))?;
+                .map_err(|e| e.context(format!("config patch {}", i + 1)))?;
         }
         *self = work;
         Ok(())
@@ -466,9 +488,9 @@ impl MachineConfig {
                         .ok_or_else(|| {
                             // Talos 1.13 would carry the selector into the config as a stray
                             // document; 1.14 skips it. An error is the honest middle ground.
-                            anyhow!(
+                            failed(format!(
                                 "cannot delete document {label}: no such document in the config"
-                            )
+                            ))
                         })?;
                     self.docs.remove(pos);
                 }
@@ -510,10 +532,10 @@ impl MachineConfig {
             .iter_mut()
             .find(|d| DocId::of(d) == *id)
             .ok_or_else(|| {
-                anyhow!(
+                failed(format!(
                     "failed to delete in {}: lookup failed, no such document",
                     describe(id)
-                )
+                ))
             })?;
         let kind = if id.is_v1alpha1() {
             ""
@@ -528,23 +550,29 @@ impl MachineConfig {
 
     fn apply_json6902(&mut self, patch: &json_patch::Patch) -> Result<()> {
         match self.docs.len() {
-            0 => bail!("cannot apply a JSON6902 patch to an empty machine configuration"),
+            0 => {
+                return Err(failed(
+                    "cannot apply a JSON6902 patch to an empty machine configuration",
+                ));
+            }
             1 => {}
-            _ => bail!(
-                "JSON6902 patches are not supported for multi-document machine configuration; \
-                 hint: use a strategic merge patch instead, with `$patch: delete` for removals"
-            ),
+            _ => {
+                return Err(failed(
+                    "JSON6902 patches are not supported for multi-document machine configuration; \
+                     hint: use a strategic merge patch instead, with `$patch: delete` for removals",
+                ));
+            }
         }
         json_patch::patch(&mut self.docs[0], patch)
-            .map_err(|e| anyhow!("JSON patch failed: {e}"))?;
+            .map_err(|e| failed(format!("JSON patch failed: {e}")))?;
         if !self.docs[0].is_object() {
-            bail!(
+            return Err(failed(format!(
                 "JSON patch left {} at the document root, expected a mapping",
                 kind_name(&self.docs[0])
-            );
+            )));
         }
         if let Some(why) = mixed_identity(&self.docs[0]) {
-            bail!("after the JSON patch, {why}");
+            return Err(failed(format!("after the JSON patch, {why}")));
         }
         Ok(())
     }

@@ -305,10 +305,12 @@ fn non_empty(value: Option<&str>) -> Option<String> {
     value.filter(|s| !s.is_empty()).map(str::to_string)
 }
 
-fn option_error(option: &str, e: anyhow::Error) -> ModuleError {
+/// The whole error chain (`{:#}`), of an anyhow error or of a library crate's typed one.
+fn option_error(option: &str, e: impl std::fmt::Display) -> ModuleError {
     ModuleError::new(format!("{option}: {e:#}"))
 }
 
-fn module_error(e: anyhow::Error) -> ModuleError {
+/// The whole error chain (`{:#}`), of an anyhow error or of a library crate's typed one.
+fn module_error(e: impl std::fmt::Display) -> ModuleError {
     ModuleError::new(format!("{e:#}"))
 }
