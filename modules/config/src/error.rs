@@ -6,8 +6,6 @@
 //! `{}` prints the outermost message, `{:#}` the whole chain joined with ": ", as anyhow prints
 //! its context chains, and [`std::error::Error::source`] walks it.
 
-use std::fmt;
-
 /// What failed, independent of the wording.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -46,80 +44,12 @@ pub enum ErrorKind {
     InvalidBundle,
 }
 
-/// A failed operation of this crate. See the module documentation for how it prints.
-#[derive(Clone)]
-pub struct Error {
-    kind: ErrorKind,
-    message: String,
-    source: Option<Box<Error>>,
-}
+/// A failed operation of this crate: its kind and message, and the error it wraps (see
+/// `ferro_talos_error` for how it prints).
+pub type Error = ferro_talos_error::Error<ErrorKind>;
 
 /// Result alias for this crate.
 pub type Result<T> = std::result::Result<T, Error>;
-
-impl Error {
-    pub(crate) fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
-        Error {
-            kind,
-            message: message.into(),
-            source: None,
-        }
-    }
-
-    /// What failed.
-    pub fn kind(&self) -> ErrorKind {
-        self.kind
-    }
-
-    /// This error under a wider message, with the same kind.
-    pub(crate) fn context(self, message: impl Into<String>) -> Error {
-        Error {
-            kind: self.kind,
-            message: message.into(),
-            source: Some(Box::new(self)),
-        }
-    }
-
-    /// The same error (and every one it wraps) as another kind: a caller knows better what the
-    /// failing text was.
-    pub(crate) fn with_kind(mut self, kind: ErrorKind) -> Error {
-        self.kind = kind;
-        self.source = self.source.map(|s| Box::new(s.with_kind(kind)));
-        self
-    }
-}
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)?;
-        if f.alternate() {
-            let mut cur = self.source.as_deref();
-            while let Some(e) = cur {
-                write!(f, ": {}", e.message)?;
-                cur = e.source.as_deref();
-            }
-        }
-        Ok(())
-    }
-}
-
-// Not derived: Debug shows exactly what `{:#}` shows, plus the kind, and nothing else.
-impl fmt::Debug for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Error")
-            .field("kind", &self.kind)
-            .field("message", &format!("{self:#}"))
-            .finish()
-    }
-}
-
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.source
-            .as_deref()
-            .map(|e| e as &(dyn std::error::Error + 'static))
-    }
-}
 
 #[cfg(test)]
 mod tests {
@@ -129,30 +59,6 @@ mod tests {
     use crate::generate::{GenerateOptions, MachineType, endpoint_url, validate_endpoint};
     use crate::image::check_reference;
     use crate::patch::Patch;
-
-    #[test]
-    fn prints_like_an_anyhow_context_chain() {
-        let e = Error::new(ErrorKind::PatchFailed, "lookup failed").context("config patch 2");
-        assert_eq!(e.to_string(), "config patch 2");
-        assert_eq!(format!("{e:#}"), "config patch 2: lookup failed");
-        assert_eq!(
-            std::error::Error::source(&e).unwrap().to_string(),
-            "lookup failed"
-        );
-        assert_eq!(
-            format!("{e:?}"),
-            "Error { kind: PatchFailed, message: \"config patch 2: lookup failed\" }"
-        );
-        let e = e.with_kind(ErrorKind::InvalidPatch);
-        assert_eq!(e.kind(), ErrorKind::InvalidPatch);
-        assert_eq!(e.source.unwrap().kind(), ErrorKind::InvalidPatch);
-    }
-
-    #[test]
-    fn can_travel_in_anyhow_and_boxed_errors() {
-        fn assert_send_sync<T: std::error::Error + Send + Sync + 'static>() {}
-        assert_send_sync::<Error>();
-    }
 
     /// (kind, `{}`, `{:#}`) of a failure; the texts are the ones callers printed before this type
     /// replaced anyhow, and must not change (modules and playbook tests assert them).
