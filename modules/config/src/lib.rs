@@ -4,6 +4,7 @@
 //! `talosctl gen config` does (comment-free form), applies strategic-merge and RFC 6902 patches,
 //! and compares configs with secrets masked. Pure data in, data out: no I/O, no network.
 
+pub mod adopt;
 pub mod contract;
 pub mod convert_114;
 pub mod deprecations;
