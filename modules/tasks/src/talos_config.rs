@@ -16,13 +16,18 @@ use crate::files::{SECRET_MODE, read_optional, write_atomic};
 use crate::render::{self, strings};
 use crate::sha256_hex;
 
+/// The option naming a control plane's machine config to recover the secrets bundle from, as
+/// `talosctl gen secrets --from-controlplane-config` does.
+const FROM_CONFIG: &str = "secrets_from_controlplane_config";
+
 /// The options of `talos_config`, mirrored in `plugins/modules/talos_config.yml`.
 pub fn spec() -> Spec {
     let spec = Spec::new()
         .option(Opt::path("secrets_file"))
         .option(Opt::dict("secrets").no_log())
         .option(crate::connection::secrets_file_decrypted())
-        .option(Opt::bool("generate_secrets").default(false));
+        .option(Opt::bool("generate_secrets").default(false))
+        .option(Opt::path(FROM_CONFIG));
     render::options(spec)
         .option(Opt::path("dest"))
         .option(Opt::path("talosconfig"))
@@ -35,6 +40,9 @@ pub fn spec() -> Spec {
         .option(Opt::int("talosconfig_renew_before").default(30))
         .option(Opt::bool("return_content").default(false))
         .mutually_exclusive(&["secrets_file", "secrets"])
+        .mutually_exclusive(&[FROM_CONFIG, "generate_secrets"])
+        .mutually_exclusive(&[FROM_CONFIG, "secrets"])
+        .required_by(FROM_CONFIG, &["secrets_file"])
         .required_one_of(&["dest", "talosconfig", "secrets_file"])
 }
 
@@ -48,13 +56,36 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
     result = result.with("contract_reason", contract_reason);
 
     // Secrets first: everything else is derived from them.
-    let (bundle, secrets_generated) = load_secrets(p, contract)?;
+    let (bundle, source) = load_secrets(ctx, p, contract)?;
     if let Some(b) = &bundle {
         for s in ferro_talos_secrets::secret_strings(b) {
             ctx.mask(s);
         }
     }
+    let secrets_generated = source == Source::Generated;
     result = result.with("secrets_generated", secrets_generated);
+    if p.is_set(FROM_CONFIG) {
+        result = result.with("secrets_derived", matches!(source, Source::Derived));
+    }
+    if source == Source::Derived {
+        changed = true;
+        let path = p.path("secrets_file").unwrap_or_default();
+        let from = p.path(FROM_CONFIG).unwrap_or_default();
+        let line = format!(
+            "{} the secrets bundle derived from {} to {}",
+            if ctx.check_mode {
+                "would write"
+            } else {
+                "wrote"
+            },
+            from.display(),
+            path.display()
+        );
+        if ctx.diff {
+            result = result.diff(Diff::prepared(format!("{line} (mode 0600)\n")));
+        }
+        messages.push(line);
+    }
     if secrets_generated {
         changed = true;
         let path = p.path("secrets_file").unwrap_or_default();
@@ -139,7 +170,7 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
 
     // Write the generated bundle last among the checks but before reporting: if anything above
     // failed, no new bundle was left behind that the user did not get a config for.
-    if secrets_generated && !ctx.check_mode {
+    if source != Source::Given && !ctx.check_mode {
         let path = p.path("secrets_file").unwrap_or_default();
         let b = bundle
             .as_ref()
@@ -156,27 +187,137 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
     Ok(result.msg(msg))
 }
 
-fn load_secrets(p: &Params, contract: Contract) -> Result<(Option<Bundle>, bool), ModuleError> {
+/// Where the task's bundle came from.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Source {
+    /// `secrets`, an existing `secrets_file`, or none at all.
+    Given,
+    /// Made now for a new cluster (`generate_secrets`); to be written to `secrets_file`.
+    Generated,
+    /// Recovered now from `secrets_from_controlplane_config`; to be written to `secrets_file`.
+    Derived,
+}
+
+fn load_secrets(
+    ctx: &mut Context,
+    p: &Params,
+    contract: Contract,
+) -> Result<(Option<Bundle>, Source), ModuleError> {
     if let Some(dict) = p.dict("secrets") {
         let bundle = Bundle::from_value(&Value::Object(dict.clone()))
             .map_err(|e| ModuleError::new(format!("secrets: {e:#}")))?;
-        return Ok((Some(bundle), false));
+        return Ok((Some(bundle), Source::Given));
     }
     let Some(path) = p.path("secrets_file") else {
-        return Ok((None, false));
+        return Ok((None, Source::Given));
     };
+    if let Some(from) = p.path(FROM_CONFIG) {
+        return adopt(ctx, p, &path, &from);
+    }
     match crate::connection::read_secrets_file(p, &path)? {
-        Some(bundle) => Ok((Some(bundle), false)),
+        Some(bundle) => Ok((Some(bundle), Source::Given)),
         None if p.bool("generate_secrets") => {
             let bundle = Bundle::generate((u64::from(contract.major), u64::from(contract.minor)))
                 .map_err(module_error)?;
-            Ok((Some(bundle), true))
+            Ok((Some(bundle), Source::Generated))
         }
         None => Err(ModuleError::new(format!(
             "secrets_file {} does not exist; set generate_secrets: true to create a new bundle \
-             (only for a new cluster: a new bundle cannot manage a cluster built from another one)",
+             (only for a new cluster: a new bundle cannot manage a cluster built from another one), \
+             or {FROM_CONFIG}: <its controlplane.yaml> to recover the bundle of a cluster that exists",
             path.display()
         ))),
+    }
+}
+
+/// The bundle of an existing cluster, recovered from its control plane's config `from`: to be
+/// written when `secrets_file` does not exist, the file's own when it holds the same bundle, and a
+/// failure when it holds another (a file holding keys is never overwritten).
+fn adopt(
+    ctx: &mut Context,
+    p: &Params,
+    path: &Path,
+    from: &Path,
+) -> Result<(Option<Bundle>, Source), ModuleError> {
+    let fail = |why: String| ModuleError::new(format!("{FROM_CONFIG} {}: {why}", from.display()));
+    let text = match std::fs::read_to_string(from) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(fail(
+                "does not exist; give the path of the control plane's machine config (the \
+                 controlplane.yaml that talosctl gen config wrote)"
+                    .into(),
+            ));
+        }
+        Err(e) => return Err(fail(format!("cannot read it: {e}"))),
+    };
+    if text.trim_start().starts_with("$ANSIBLE_VAULT;") {
+        return Err(fail(format!(
+            "is encrypted with Ansible Vault, which this option does not decrypt; derive the \
+             bundle from a decrypted copy (ansible-vault decrypt --output controlplane.yaml {}), \
+             then delete the copy",
+            from.display()
+        )));
+    }
+    let cfg = MachineConfig::parse(&text).map_err(|e| {
+        fail(format!(
+            "not a machine config ({e:#}); give the control plane's machine config \
+             (controlplane.yaml)"
+        ))
+    })?;
+    for s in redact::secret_values(&cfg) {
+        ctx.mask(s);
+    }
+    let derived = ferro_talos_config::adopt::bundle_from_config(&cfg)
+        .map_err(|e| fail(format!("cannot recover the secrets bundle from it: {e:#}")))?;
+    for s in ferro_talos_secrets::secret_strings(&derived) {
+        ctx.mask(s);
+    }
+    let Some(existing) = crate::connection::read_secrets_file(p, path)? else {
+        return Ok((Some(derived), Source::Derived));
+    };
+    for s in ferro_talos_secrets::secret_strings(&existing) {
+        ctx.mask(s);
+    }
+    if existing == derived {
+        return Ok((Some(existing), Source::Given));
+    }
+    Err(ModuleError::new(format!(
+        "secrets_file {} holds another bundle than the one {FROM_CONFIG} {} holds (they differ in \
+         {}); it is never overwritten. If {} is the cluster's config, move {} aside and run again; \
+         otherwise point {FROM_CONFIG} at the control-plane config of the cluster that bundle is for",
+        path.display(),
+        from.display(),
+        differing_keys(&existing.to_value(), &derived.to_value(), "").join(", "),
+        from.display(),
+        path.display(),
+    )))
+}
+
+/// The dotted key paths whose values differ between two bundles' file forms (names, never values).
+fn differing_keys(a: &Value, b: &Value, at: &str) -> Vec<String> {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let mut keys: Vec<&String> = x.keys().chain(y.keys()).collect();
+            keys.sort();
+            keys.dedup();
+            keys.into_iter()
+                .flat_map(|k| {
+                    let path = if at.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{at}.{k}")
+                    };
+                    differing_keys(
+                        x.get(k).unwrap_or(&Value::Null),
+                        y.get(k).unwrap_or(&Value::Null),
+                        &path,
+                    )
+                })
+                .collect()
+        }
+        _ if a == b => Vec::new(),
+        _ => vec![at.to_string()],
     }
 }
 
