@@ -26,7 +26,6 @@
 //! field is an error naming it by its config path, and the result is validated as a bundle file is.
 //! Error messages never hold a value from the config.
 
-use anyhow::{Result, bail};
 use base64::Engine as _;
 use ferro_talos_secrets::Bundle;
 use ferro_talos_secrets::yaml::kind_name;
@@ -34,6 +33,7 @@ use serde_json::{Map, Value, json};
 
 use crate::MachineConfig;
 use crate::document::DocId;
+use crate::error::{Error, ErrorKind, Result};
 
 /// What to write instead when the config is a worker's.
 pub const WORKER_HINT: &str =
@@ -42,13 +42,13 @@ pub const WORKER_HINT: &str =
 /// The bundle `cfg` (a control plane's config, single or multi-document) was generated from.
 pub fn bundle_from_config(cfg: &MachineConfig) -> Result<Bundle> {
     let Some(v1alpha1) = cfg.v1alpha1() else {
-        bail!(
+        return Err(no_bundle(
             "the config has no v1alpha1 document (the one with machine: and cluster:); \
-             a control plane's machine config has one"
-        );
+             a control plane's machine config has one",
+        ));
     };
     if v1alpha1.pointer("/machine/type").and_then(Value::as_str) == Some("worker") {
-        bail!("machine.type is worker: {WORKER_HINT}");
+        return Err(no_bundle(format!("machine.type is worker: {WORKER_HINT}")));
     }
     let mut r = Reader::new(cfg, v1alpha1);
 
@@ -67,7 +67,7 @@ pub fn bundle_from_config(cfg: &MachineConfig) -> Result<Bundle> {
     let (aescbc, secretbox) = r.encryption();
 
     if !r.errors.is_empty() {
-        bail!("{}", r.errors.join("; "));
+        return Err(no_bundle(r.errors.join("; ")));
     }
     let mut secrets = Map::new();
     secrets.insert("bootstraptoken".into(), json!(bootstrap));
@@ -96,14 +96,15 @@ pub fn bundle_from_config(cfg: &MachineConfig) -> Result<Bundle> {
         for (bundle_path, config_path) in &r.sources {
             msg = msg.replace(&format!("{bundle_path}:"), &format!("{config_path}:"));
         }
-        anyhow::anyhow!(
-            "{}",
-            msg.replace(
-                "invalid secrets bundle: ",
-                "the config does not hold a valid secrets bundle: "
-            )
-        )
+        no_bundle(msg.replace(
+            "invalid secrets bundle: ",
+            "the config does not hold a valid secrets bundle: ",
+        ))
     })
+}
+
+fn no_bundle(message: impl Into<String>) -> Error {
+    Error::new(ErrorKind::NoBundleInConfig, message)
 }
 
 struct Reader<'a> {

@@ -42,6 +42,10 @@ pub enum ErrorKind {
     /// [`MachineConfig::generate`](crate::MachineConfig::generate) cannot decode (not base64 of
     /// PEM).
     InvalidBundle,
+    /// A machine config that does not give back the secrets bundle it was made from
+    /// ([`adopt::bundle_from_config`](crate::adopt::bundle_from_config)): no v1alpha1 document,
+    /// a worker's config, or a secret field missing or invalid.
+    NoBundleInConfig,
 }
 
 /// A failed operation of this crate: its kind and message, and the error it wraps (see
