@@ -1,36 +1,28 @@
-//! The control protocol: one JSON object per line over TCP (loopback), one JSON reply per line.
-//! For fault injection and inspection from tests that run the `talos-sim` binary.
-//!
-//! Requests (`node` is an index or a current address):
-//! `{"op":"status"}`, `{"op":"reboot","node":0}`, `{"op":"power_on","node":0}`,
-//! `{"op":"boot_media","node":0,"attached":true}` (installation media for a wiped node),
-//! `{"op":"fault","node":0,"never_return":true,"next_address":"127.0.10.50","unreachable":false,
-//!   "etcd_down":false,"reject_config":"text","slow_ms":2000}` (only the given fields change;
-//!   null clears), or one fault by name: `{"op":"fault","node":0,"kind":"slow","delay_ms":2000}`
-//!   (kinds: never_return, unreachable, firewalled, etcd_down, upgrade_mutex_held, installer_fails,
-//!   apiserver_never_ready, kubelet_version_stuck, daemonset_rollout_stuck, slow),
-//! `{"op":"clear_faults","node":0}`, `{"op":"health_fail","text":"..."}` (null clears),
-//! `{"op":"set_version","node":0,"version":"v1.10.3"}`, `{"op":"downtime","ms":1500}`,
-//! `{"op":"kube"}` (the Kubernetes API's nodes, pods and the log of cordons, evictions and
-//! reboots), `{"op":"workload","namespace":"default","name":"web","replicas":2,"min_available":1}`
-//! (a Deployment's pods on the workers, and a PodDisruptionBudget when `min_available` is given),
-//! `{"op":"stop"}` (the simulator exits after replying).
-//! Replies: `{"ok":true,...}` or `{"ok":false,"error":"..."}`.
+//! The control protocol: one JSON object per line over TCP (loopback), one JSON reply per line,
+//! for fault injection and inspection from tests and the `talos-sim` subcommands. The messages
+//! are [`protocol::Request`] and [`protocol::Reply`] (see `protocol.rs` and docs/talos-sim.md);
+//! this file serves them.
 
-use std::net::Ipv4Addr;
+mod client;
+pub mod protocol;
+
+pub use client::ControlClient;
+pub use protocol::{
+    FaultChange, FaultFields, KubeLogEntry, KubeSnapshot, NodeRef, Ready, Reply, ReplyError,
+    Request, StatusReply,
+};
+
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context, Result, anyhow, bail};
-use serde_json::{Value, json};
+use anyhow::{Result, anyhow, bail};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpListener;
 
-use crate::fault_kind::FaultKind;
 use crate::state::{Faults, Shared, new_uuid};
 use crate::{NodeInfo, version};
 
-pub fn node_infos(shared: &Shared) -> Vec<NodeInfo> {
+pub(crate) fn node_infos(shared: &Shared) -> Vec<NodeInfo> {
     let st = shared.lock();
     st.nodes
         .iter()
@@ -40,7 +32,8 @@ pub fn node_infos(shared: &Shared) -> Vec<NodeInfo> {
                 "controlplane"
             } else {
                 "worker"
-            },
+            }
+            .into(),
             address: n.address,
             port: n.port,
             hostname: n.hostname.clone(),
@@ -58,7 +51,7 @@ pub fn node_infos(shared: &Shared) -> Vec<NodeInfo> {
             pending_version: n.pending_version.clone(),
             schematic: n.schematic.clone(),
             boot_id: n.boot_id.clone(),
-            stage: n.stage.yaml_name(),
+            stage: n.stage.yaml_name().into(),
             etcd_member: st
                 .etcd
                 .as_ref()
@@ -82,7 +75,11 @@ fn check_index(shared: &Shared, index: usize) -> Result<()> {
     Ok(())
 }
 
-pub fn update_faults(shared: &Shared, index: usize, f: impl FnOnce(&mut Faults)) -> Result<()> {
+pub(crate) fn update_faults(
+    shared: &Shared,
+    index: usize,
+    f: impl FnOnce(&mut Faults),
+) -> Result<()> {
     check_index(shared, index)?;
     let mut st = shared.lock();
     f(&mut st.nodes[index].faults);
@@ -90,21 +87,21 @@ pub fn update_faults(shared: &Shared, index: usize, f: impl FnOnce(&mut Faults))
     Ok(())
 }
 
-pub fn set_version(shared: &Shared, index: usize, v: &str) -> Result<()> {
+pub(crate) fn set_version(shared: &Shared, index: usize, v: &str) -> Result<()> {
     version::parse(v)?;
     check_index(shared, index)?;
     shared.lock().nodes[index].version = v.to_string();
     Ok(())
 }
 
-pub fn reboot(shared: &Arc<Shared>, index: usize) -> Result<String> {
+pub(crate) fn reboot(shared: &Arc<Shared>, index: usize) -> Result<String> {
     check_index(shared, index)?;
     let actor = new_uuid();
     shared.reboot(index, actor.clone(), "reboot");
     Ok(actor)
 }
 
-pub fn power_on(shared: &Shared, index: usize) -> Result<()> {
+pub(crate) fn power_on(shared: &Shared, index: usize) -> Result<()> {
     check_index(shared, index)?;
     if shared.lock().nodes[index].up {
         bail!("node {index} is already up");
@@ -112,57 +109,23 @@ pub fn power_on(shared: &Shared, index: usize) -> Result<()> {
     shared.boot(index)
 }
 
-pub fn set_boot_media(shared: &Shared, index: usize, attached: bool) -> Result<()> {
+pub(crate) fn set_boot_media(shared: &Shared, index: usize, attached: bool) -> Result<()> {
     check_index(shared, index)?;
     shared.lock().nodes[index].boot_media = attached;
     Ok(())
 }
 
-fn node_index(shared: &Shared, req: &Value) -> Result<usize> {
-    match req.get("node") {
-        Some(Value::Number(n)) => n
-            .as_u64()
-            .map(|n| n as usize)
-            .ok_or_else(|| anyhow!("node index must be a non-negative integer")),
-        Some(Value::String(s)) => shared
+fn node_index(shared: &Shared, node: &NodeRef) -> Result<usize> {
+    match node {
+        NodeRef::Index(i) => Ok(*i),
+        NodeRef::Name(s) => shared
             .resolve(s)
             .ok_or_else(|| anyhow!("no node with address or hostname {s:?}")),
-        _ => bail!("expected \"node\": an index or an address"),
     }
-}
-
-fn opt_string(v: &Value) -> Result<Option<String>> {
-    match v {
-        Value::Null => Ok(None),
-        Value::String(s) => Ok(Some(s.clone())),
-        _ => bail!("expected a string or null"),
-    }
-}
-
-fn opt_u64(v: &Value) -> Result<Option<u64>> {
-    match v {
-        Value::Null => Ok(None),
-        v => v
-            .as_u64()
-            .map(Some)
-            .ok_or_else(|| anyhow!("expected a non-negative integer or null")),
-    }
-}
-
-/// `"kind": NAME` switches one fault on (`slow` takes `delay_ms`).
-fn set_fault_kind(faults: &mut Faults, kind: &Value, req: &Value) -> Result<()> {
-    let Some(kind) = kind.as_str().and_then(FaultKind::parse) else {
-        bail!(
-            "unknown fault kind {kind}; expected {} (next_address and reject_config are set by field)",
-            FaultKind::names()
-        );
-    };
-    kind.set(faults, req.get("delay_ms").and_then(Value::as_u64))
-        .map_err(|e| anyhow!(e))
 }
 
 /// A Deployment's pods on the workers (and its PodDisruptionBudget with `min_available`).
-pub fn add_workload(
+pub(crate) fn add_workload(
     shared: &Shared,
     namespace: &str,
     name: &str,
@@ -181,173 +144,76 @@ pub fn add_workload(
     Ok(())
 }
 
-fn handle(shared: &Arc<Shared>, line: &str) -> Result<Value> {
-    let req: Value = serde_json::from_str(line).context("request is not JSON")?;
-    let op = req
-        .get("op")
-        .and_then(Value::as_str)
-        .ok_or_else(|| anyhow!("expected \"op\""))?;
-    match op {
-        "status" => {
-            let nodes = node_infos(shared);
-            let st = shared.lock();
-            Ok(json!({
-                "ok": true,
-                "nodes": nodes,
-                "health_fail": st.health_fail,
-                "bootstrapped": st.etcd.is_some(),
-                "etcd_members": st.etcd.as_ref().map_or(0, Vec::len),
-                "reboot_downtime_ms": st.reboot_downtime.as_millis() as u64,
-                "state_dir": shared.store.as_ref().map(|s| s.dir().display().to_string()),
-                "pid": std::process::id(),
-            }))
+fn handle(shared: &Arc<Shared>, line: &str) -> Result<Reply> {
+    let request = Request::parse(line).map_err(|e| anyhow!(e))?;
+    Ok(match request {
+        Request::Status => Reply::Status(Box::new(status(shared))),
+        Request::Stop => Reply::Stopping,
+        Request::Reboot { node } => Reply::Rebooted {
+            actor_id: reboot(shared, node_index(shared, &node)?)?,
+        },
+        Request::PowerOn { node } => {
+            power_on(shared, node_index(shared, &node)?)?;
+            Reply::Done
         }
-        "stop" => Ok(json!({"ok": true, "stopping": true})),
-        "reboot" => {
-            let actor = reboot(shared, node_index(shared, &req)?)?;
-            Ok(json!({"ok": true, "actor_id": actor}))
+        Request::BootMedia { node, attached } => {
+            set_boot_media(shared, node_index(shared, &node)?, attached)?;
+            Reply::Done
         }
-        "power_on" => {
-            power_on(shared, node_index(shared, &req)?)?;
-            Ok(json!({"ok": true}))
-        }
-        "boot_media" => {
-            let attached = req
-                .get("attached")
-                .and_then(Value::as_bool)
-                .context("attached: expected a bool")?;
-            set_boot_media(shared, node_index(shared, &req)?, attached)?;
-            Ok(json!({"ok": true}))
-        }
-        "fault" => {
-            let idx = node_index(shared, &req)?;
-            let mut faults = shared
-                .lock()
-                .nodes
-                .get(idx)
-                .map(|n| n.faults.clone())
-                .ok_or_else(|| anyhow!("no node {idx}"))?;
-            if let Some(kind) = req.get("kind") {
-                set_fault_kind(&mut faults, kind, &req)?;
-            }
-            for (key, v) in req.as_object().into_iter().flatten() {
-                match key.as_str() {
-                    "op" | "node" | "kind" | "delay_ms" => {}
-                    "slow_ms" => faults.slow_ms = opt_u64(v).context("slow_ms")?,
-                    "never_return" => {
-                        faults.never_return =
-                            v.as_bool().context("never_return: expected a bool")?
-                    }
-                    "unreachable" => {
-                        faults.unreachable = v.as_bool().context("unreachable: expected a bool")?
-                    }
-                    "firewalled" => {
-                        faults.firewalled = v.as_bool().context("firewalled: expected a bool")?
-                    }
-                    "etcd_down" => {
-                        faults.etcd_down = v.as_bool().context("etcd_down: expected a bool")?
-                    }
-                    "installer_fails" => {
-                        faults.installer_fails =
-                            v.as_bool().context("installer_fails: expected a bool")?
-                    }
-                    "apiserver_never_ready" => {
-                        faults.apiserver_never_ready = v
-                            .as_bool()
-                            .context("apiserver_never_ready: expected a bool")?
-                    }
-                    "kubelet_version_stuck" => {
-                        faults.kubelet_version_stuck = v
-                            .as_bool()
-                            .context("kubelet_version_stuck: expected a bool")?
-                    }
-                    "daemonset_rollout_stuck" => {
-                        faults.daemonset_rollout_stuck = v
-                            .as_bool()
-                            .context("daemonset_rollout_stuck: expected a bool")?
-                    }
-                    "upgrade_mutex_held" => {
-                        faults.upgrade_mutex_held =
-                            v.as_bool().context("upgrade_mutex_held: expected a bool")?
-                    }
-                    "reject_config" => {
-                        faults.reject_config = opt_string(v).context("reject_config")?
-                    }
-                    "next_address" => {
-                        faults.next_address = match opt_string(v).context("next_address")? {
-                            None => None,
-                            Some(s) => {
-                                let a: Ipv4Addr = s.parse().with_context(|| {
-                                    format!("next_address: not an IPv4 address: {s:?}")
-                                })?;
-                                if !a.is_loopback() {
-                                    bail!("next_address must be in 127.0.0.0/8");
-                                }
-                                Some(a)
-                            }
-                        }
-                    }
-                    other => bail!("unknown fault {other:?}"),
-                }
-            }
+        Request::Fault { node, change } => {
+            let idx = node_index(shared, &node)?;
+            check_index(shared, idx)?;
+            let mut faults = shared.lock().nodes[idx].faults.clone();
+            change.apply(&mut faults).map_err(|e| anyhow!(e))?;
             update_faults(shared, idx, |f| *f = faults)?;
-            Ok(json!({"ok": true}))
+            Reply::Done
         }
-        "clear_faults" => {
-            update_faults(shared, node_index(shared, &req)?, |f| {
+        Request::ClearFaults { node } => {
+            update_faults(shared, node_index(shared, &node)?, |f| {
                 *f = Faults::default()
             })?;
-            Ok(json!({"ok": true}))
+            Reply::Done
         }
-        "health_fail" => {
-            let text = opt_string(req.get("text").unwrap_or(&Value::Null))?;
+        Request::HealthFail { text } => {
             shared.lock().health_fail = text;
-            Ok(json!({"ok": true}))
+            Reply::Done
         }
-        "set_version" => {
-            let idx = node_index(shared, &req)?;
-            let v = req
-                .get("version")
-                .and_then(Value::as_str)
-                .ok_or_else(|| anyhow!("expected \"version\""))?;
-            set_version(shared, idx, v)?;
-            Ok(json!({"ok": true}))
+        Request::SetVersion { node, version } => {
+            set_version(shared, node_index(shared, &node)?, &version)?;
+            Reply::Done
         }
-        "downtime" => {
-            let ms = req
-                .get("ms")
-                .and_then(Value::as_u64)
-                .ok_or_else(|| anyhow!("expected \"ms\""))?;
+        Request::Downtime { ms } => {
             shared.lock().reboot_downtime = Duration::from_millis(ms);
-            Ok(json!({"ok": true}))
+            Reply::Done
         }
-        "kube" => {
-            let mut out = crate::kube::snapshot(shared);
-            out["ok"] = json!(true);
-            Ok(out)
+        Request::Kube => Reply::Kube(Box::new(crate::kube::snapshot(shared))),
+        Request::Workload {
+            namespace,
+            name,
+            replicas,
+            min_available,
+        } => {
+            add_workload(shared, &namespace, &name, replicas, min_available)?;
+            Reply::Done
         }
-        "workload" => {
-            let text = |key: &str| req.get(key).and_then(Value::as_str);
-            let name = text("name").ok_or_else(|| anyhow!("expected \"name\""))?;
-            let replicas = req.get("replicas").and_then(Value::as_u64).unwrap_or(2) as u32;
-            let min_available = req
-                .get("min_available")
-                .and_then(Value::as_u64)
-                .map(|n| n as u32);
-            add_workload(
-                shared,
-                text("namespace").unwrap_or("default"),
-                name,
-                replicas,
-                min_available,
-            )?;
-            Ok(json!({"ok": true}))
-        }
-        other => bail!("unknown op {other:?}"),
+    })
+}
+
+fn status(shared: &Shared) -> StatusReply {
+    let nodes = node_infos(shared);
+    let st = shared.lock();
+    StatusReply {
+        nodes,
+        health_fail: st.health_fail.clone(),
+        bootstrapped: st.etcd.is_some(),
+        etcd_members: st.etcd.as_ref().map_or(0, Vec::len),
+        reboot_downtime_ms: st.reboot_downtime.as_millis() as u64,
+        state_dir: shared.store.as_ref().map(|s| s.dir().to_path_buf()),
+        pid: std::process::id(),
     }
 }
 
-pub async fn serve(shared: Arc<Shared>, listener: TcpListener) {
+pub(crate) async fn serve(shared: Arc<Shared>, listener: TcpListener) {
     loop {
         let Ok((sock, _)) = listener.accept().await else {
             continue;
@@ -360,13 +226,12 @@ pub async fn serve(shared: Arc<Shared>, listener: TcpListener) {
                 if line.trim().is_empty() {
                     continue;
                 }
-                let reply = handle(&shared, &line)
-                    .unwrap_or_else(|e| json!({"ok": false, "error": format!("{e:#}")}));
-                let mut text = reply.to_string();
+                let reply = handle(&shared, &line).map_err(|e| format!("{e:#}"));
+                let mut text = protocol::reply_line(&reply);
                 text.push('\n');
                 let sent = w.write_all(text.as_bytes()).await.is_ok();
                 // Stop only once the reply is out, so the caller knows it was understood.
-                if reply.get("stopping") == Some(&Value::Bool(true)) {
+                if matches!(reply, Ok(Reply::Stopping)) {
                     let _ = w.flush().await;
                     shared.stop.notify_one();
                 }

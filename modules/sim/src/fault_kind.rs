@@ -66,6 +66,25 @@ impl FaultKind {
     }
 }
 
+impl serde::Serialize for FaultKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.name())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for FaultKind {
+    /// By name, refusing an unknown one with the list of kinds.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        FaultKind::parse(&name).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "unknown fault kind {name:?}; expected {} (next_address and reject_config are set by field)",
+                FaultKind::names()
+            ))
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -27,14 +27,14 @@
 //! --talos-version v1.13.6 --node-version 4=v1.12.5 --reboot-downtime-ms 1500
 //! --control-address 127.0.0.1:50999 --pid-file sim.pid` prints `READY {"nodes":[...],
 //! "control":"127.0.0.1:50999"}` once listening and exits cleanly on SIGTERM/SIGINT. The control
-//! protocol (JSON lines over TCP) is described in `control.rs`: `status`, `reboot`, `power_on`,
-//! `fault` (never_return, next_address, unreachable, firewalled, etcd_down, reject_config, slow),
-//! `clear_faults`, `health_fail`, `set_version`, `downtime`, `stop`. The subcommands `up`, `stop`,
+//! protocol (JSON lines over TCP) is [`control::Request`] and [`control::Reply`]: `status`,
+//! `reboot`, `power_on`, `boot_media`, `fault`, `clear_faults`, `health_fail`, `set_version`,
+//! `downtime`, `kube`, `workload`, `stop`. The subcommands `up`, `stop`,
 //! `status` and `fault` run and inspect a cluster kept in a state directory (docs/talos-sim.md).
 
 mod apply;
 pub mod config;
-mod control;
+pub mod control;
 mod decode;
 mod fault_kind;
 mod install;
@@ -58,7 +58,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::task::JoinHandle;
 
 pub use config::SimConfig;
@@ -68,11 +68,11 @@ pub use state::Faults;
 use state::Shared;
 
 /// What the simulator reports about a node (control endpoint `status`, `READY` line, tests).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct NodeInfo {
     pub index: usize,
     /// `controlplane` or `worker`: the role this node is meant to play (from the node counts).
-    pub role: &'static str,
+    pub role: String,
     pub address: Ipv4Addr,
     pub port: u16,
     pub hostname: String,
@@ -85,7 +85,7 @@ pub struct NodeInfo {
     pub pending_version: Option<String>,
     pub schematic: Option<String>,
     pub boot_id: String,
-    pub stage: &'static str,
+    pub stage: String,
     pub etcd_member: bool,
     pub has_staged_config: bool,
     /// Talos is on the system disk (false after a full system disk wipe, before an install).
@@ -251,7 +251,7 @@ impl Cluster {
 
     /// The Kubernetes API's nodes and pods, and the log of cordons, evictions and reboots.
     pub fn kube_snapshot(&self) -> serde_json::Value {
-        kube::snapshot(&self.shared)
+        serde_json::to_value(kube::snapshot(&self.shared)).unwrap_or_default()
     }
 
     /// One request to the Kubernetes API server of control plane `serving`, as an admin

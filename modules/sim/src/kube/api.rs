@@ -5,8 +5,9 @@
 
 use serde_json::{Value, json};
 
-use super::model::{ApiError, KubeState, node_name};
+use super::model::{ApiError, KubeEvent, KubeState, node_name};
 use super::{discovery, objects_api, render};
+use crate::control::KubeSnapshot;
 use crate::state::Shared;
 use crate::state::State;
 
@@ -318,7 +319,7 @@ pub fn request(
 }
 
 /// The control protocol's view: nodes, pods and the log, for tests.
-pub fn snapshot(shared: &Shared) -> Value {
+pub fn snapshot(shared: &Shared) -> KubeSnapshot {
     let mut guard = shared.lock();
     let st = &mut *guard;
     let bootstrapped = st.etcd.is_some();
@@ -332,9 +333,9 @@ pub fn snapshot(shared: &Shared) -> Value {
             (node_name(n) == *name).then(|| render::node(name, rec, n))
         })
         .collect();
-    json!({
-        "nodes": nodes,
-        "pods": render::pods(k, st, None),
-        "log": k.log,
-    })
+    KubeSnapshot {
+        nodes,
+        pods: render::pods(k, st, None),
+        log: k.log.iter().map(KubeEvent::to_entry).collect(),
+    }
 }

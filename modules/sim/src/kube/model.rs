@@ -20,6 +20,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::Value;
 
+use crate::control::KubeLogEntry;
 use crate::state::Node;
 
 /// How long a kubelet or a new pod takes to become Ready after its node starts or it is scheduled.
@@ -132,8 +133,8 @@ pub struct Budget {
 }
 
 /// One write the Kubernetes API accepted, or a node going down, in order: tests read the log to
-/// prove what happened before what.
-#[derive(Clone, Debug, serde::Serialize)]
+/// prove what happened before what (through the control protocol's `kube`).
+#[derive(Clone, Debug)]
 pub struct KubeEvent {
     pub seq: u64,
     /// `cordon`, `uncordon`, `evict`, `eviction_blocked`, `node_down`, `node_up`, and `restart`
@@ -142,10 +143,22 @@ pub struct KubeEvent {
     /// and `pod` = `Kind/namespace/name` (`Kind/name` when cluster-scoped).
     pub action: &'static str,
     pub node: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub pod: Option<String>,
     /// Milliseconds since the Unix epoch.
     pub at_ms: u64,
+}
+
+impl KubeEvent {
+    /// The entry as the control protocol carries it.
+    pub fn to_entry(&self) -> KubeLogEntry {
+        KubeLogEntry {
+            seq: self.seq,
+            action: self.action.to_string(),
+            node: self.node.clone(),
+            pod: self.pod.clone(),
+            at_ms: self.at_ms,
+        }
+    }
 }
 
 #[derive(Default)]
