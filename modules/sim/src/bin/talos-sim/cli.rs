@@ -1,0 +1,318 @@
+//! The command line: the flag-only run, the subcommands, and the flags they share.
+
+use std::collections::BTreeMap;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Result;
+use clap::{Args, Parser, Subcommand};
+use ferro_talos_sim::control::NodeRef;
+use ferro_talos_sim::store::StoredCluster;
+use ferro_talos_sim::{FaultKind, SimConfig};
+
+/// A real node refuses Bootstrap for a few seconds after boot (CRI not up, clock not synced);
+/// the simulator's binary does the same by default, so clients have to retry as they must
+/// against Talos.
+pub const BOOTSTRAP_SETTLE_MS: u64 = 2000;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "talos-sim",
+    about = "A simulated Talos cluster (not Talos; only the RPCs ferro.talos calls)",
+    args_conflicts_with_subcommands = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    /// Without a subcommand: run a cluster that lives in memory and print
+    /// `READY {"nodes":[...],"control":...}` once every node listens.
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Start a cluster whose state lives in --state-dir (or bring the stored one back) and serve
+    /// it until stopped.
+    Up(UpArgs),
+    /// Stop the simulator serving --state-dir and wait until it has exited.
+    Stop {
+        #[arg(long)]
+        state_dir: PathBuf,
+        /// Give up waiting for the exit after this many seconds.
+        #[arg(long, default_value_t = 30)]
+        timeout_secs: u64,
+    },
+    /// Show every node's state: from the running simulator, else from the stored state.
+    Status {
+        #[arg(long)]
+        state_dir: PathBuf,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Inject a fault into a node of the running simulator, or clear its faults.
+    Fault {
+        #[arg(long)]
+        state_dir: PathBuf,
+        /// Node index (0-based, control planes first) or address.
+        #[arg(long)]
+        node: NodeRef,
+        /// The fault to switch on.
+        #[arg(long, value_enum, required_unless_present = "clear")]
+        kind: Option<FaultKind>,
+        /// For --kind slow: how long every answer of the node is delayed.
+        #[arg(long)]
+        delay_ms: Option<u64>,
+        /// Clear every fault of the node instead.
+        #[arg(long, conflicts_with = "kind")]
+        clear: bool,
+    },
+    /// Print the running simulator's Kubernetes view as JSON: Nodes, pods, and the log of the
+    /// cordons, evictions and reboots its API server saw.
+    Kube {
+        #[arg(long)]
+        state_dir: PathBuf,
+    },
+    /// Add a Deployment-like workload to the running simulator's Kubernetes (its pods go on the
+    /// workers), with a PodDisruptionBudget when --min-available is given.
+    Workload {
+        #[arg(long)]
+        state_dir: PathBuf,
+        #[arg(long)]
+        name: String,
+        #[arg(long, default_value = "default")]
+        namespace: String,
+        #[arg(long, default_value_t = 2)]
+        replicas: u32,
+        #[arg(long)]
+        min_available: Option<u32>,
+    },
+}
+
+/// The flag-only invocation (cluster in memory).
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub layout: Layout,
+    #[command(flatten)]
+    pub process: ProcessArgs,
+}
+
+/// `up`.
+#[derive(Args, Debug)]
+pub struct UpArgs {
+    /// Where the cluster's state lives (created if missing).
+    #[arg(long)]
+    pub state_dir: PathBuf,
+    #[command(flatten)]
+    pub layout: Layout,
+    #[command(flatten)]
+    pub process: ProcessArgs,
+    /// Run in the background (output in DIR/talos-sim.log); return once the cluster is ready.
+    #[arg(long)]
+    pub detach: bool,
+}
+
+/// How the cluster is laid out, for the flag-only run and `up`. Every flag is optional, so `up`
+/// can tell the flags given (which must agree with a stored cluster) from the defaults.
+#[derive(Args, Debug, Default)]
+pub struct Layout {
+    /// Number of control-plane nodes, the first addresses [default: 1].
+    #[arg(
+        long = "controlplanes",
+        visible_alias = "control-planes",
+        value_name = "N"
+    )]
+    pub control_planes: Option<usize>,
+    /// Number of worker nodes, the addresses after the control planes [default: 0].
+    #[arg(long, value_name = "N")]
+    pub workers: Option<usize>,
+    /// Address of the first node; the others follow. Must be in 127.0.0.0/8 [default: 127.0.10.1].
+    #[arg(long, value_name = "ADDRESS")]
+    pub base_address: Option<Ipv4Addr>,
+    /// apid port of every node (0: a free port per node) [default: 50000].
+    #[arg(long)]
+    pub port: Option<u16>,
+    /// Initial Talos version of every node, `v1.13.6` or `1.13.6` [default: v1.13.6].
+    #[arg(long, value_name = "VERSION", value_parser = parse_version)]
+    pub talos_version: Option<String>,
+    /// Per-node initial version, INDEX=VERSION (repeatable), e.g. --node-version 2=v1.10.7.
+    #[arg(long = "node-version", value_name = "INDEX=VERSION", value_parser = parse_node_version)]
+    pub node_versions: Vec<(usize, String)>,
+    /// How long a rebooting node is unreachable, in milliseconds [default: 1500; with a stored
+    /// cluster, the stored one].
+    #[arg(long, value_name = "MS")]
+    pub reboot_downtime_ms: Option<u64>,
+}
+
+/// How the simulator process runs, for the flag-only run and `up`.
+#[derive(Args, Debug)]
+pub struct ProcessArgs {
+    /// For how long after a node's services start Bootstrap is refused (FailedPrecondition, as
+    /// on a real node whose CRI or clock is not ready yet), in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = BOOTSTRAP_SETTLE_MS)]
+    pub bootstrap_settle_ms: u64,
+    /// Serve the JSON-lines control protocol here (fault injection, inspection), e.g.
+    /// 127.0.0.1:50999 or 127.0.0.1:0 for a free port [`up`: 127.0.0.1:0, recorded in
+    /// DIR/run.json; flag-only: none].
+    #[arg(long, value_name = "ADDRESS:PORT")]
+    pub control_address: Option<SocketAddr>,
+    /// Write the process id to this file.
+    #[arg(long, value_name = "FILE")]
+    pub pid_file: Option<PathBuf>,
+}
+
+/// `v1.13.4` from `1.13.4` or `v1.13.4`.
+pub fn parse_version(v: &str) -> Result<String, String> {
+    let v = v.trim();
+    let tagged = if v.starts_with('v') {
+        v.to_string()
+    } else {
+        format!("v{v}")
+    };
+    ferro_talos_sim::version::parse(&tagged).map_err(|e| format!("{e:#}"))?;
+    Ok(tagged)
+}
+
+fn parse_node_version(s: &str) -> Result<(usize, String), String> {
+    let (i, v) = s
+        .split_once('=')
+        .ok_or_else(|| format!("expected INDEX=VERSION, got {s:?}"))?;
+    let i = i
+        .parse()
+        .map_err(|_| format!("{i:?} is not a node index"))?;
+    Ok((i, parse_version(v)?))
+}
+
+impl Layout {
+    pub fn node_versions(&self) -> BTreeMap<usize, String> {
+        self.node_versions.iter().cloned().collect()
+    }
+
+    /// The cluster these flags describe, with the defaults for those not given.
+    pub fn config(&self, process: &ProcessArgs) -> SimConfig {
+        let d = SimConfig::default();
+        SimConfig {
+            control_planes: self.control_planes.unwrap_or(d.control_planes),
+            workers: self.workers.unwrap_or(d.workers),
+            base_address: self.base_address.unwrap_or(d.base_address),
+            port: self.port.unwrap_or(d.port),
+            talos_version: self.talos_version.clone().unwrap_or(d.talos_version),
+            node_versions: self.node_versions(),
+            reboot_downtime: self
+                .reboot_downtime_ms
+                .map_or(d.reboot_downtime, Duration::from_millis),
+            bootstrap_settle: Duration::from_millis(process.bootstrap_settle_ms),
+            control_address: process.control_address,
+            state_dir: None,
+        }
+    }
+
+    /// The flags given that disagree with the stored cluster, as `--flag given (stored: x)`.
+    /// The reboot downtime is no conflict: a flag overrides the stored one.
+    pub fn conflicts(&self, c: &StoredCluster) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut check = |flag: &str, given: Option<String>, stored: String| {
+            if let Some(g) = given
+                && g != stored
+            {
+                out.push(format!("--{flag} {g} (stored: {stored})"));
+            }
+        };
+        check(
+            "controlplanes",
+            self.control_planes.map(|v| v.to_string()),
+            c.control_planes.to_string(),
+        );
+        check(
+            "workers",
+            self.workers.map(|v| v.to_string()),
+            c.workers.to_string(),
+        );
+        check(
+            "base-address",
+            self.base_address.map(|v| v.to_string()),
+            c.base_address.to_string(),
+        );
+        check("port", self.port.map(|v| v.to_string()), c.port.to_string());
+        check(
+            "talos-version",
+            self.talos_version.clone(),
+            c.talos_version.clone(),
+        );
+        let versions = self.node_versions();
+        if !versions.is_empty() && versions != c.node_versions {
+            out.push(format!(
+                "--node-version {versions:?} (stored: {:?})",
+                c.node_versions
+            ));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn both_forms_share_the_layout_flags_and_defaults() {
+        let run = Cli::parse_from(["talos-sim"]).run;
+        let cfg = run.layout.config(&run.process);
+        assert_eq!(cfg.control_planes, 1);
+        assert_eq!(cfg.workers, 0);
+        assert_eq!(cfg.base_address, Ipv4Addr::new(127, 0, 10, 1));
+        assert_eq!(cfg.port, 50000);
+        assert_eq!(cfg.talos_version, "v1.13.6");
+        assert_eq!(cfg.reboot_downtime, Duration::from_millis(1500));
+        assert_eq!(cfg.bootstrap_settle, Duration::from_millis(2000));
+        assert_eq!(cfg.control_address, None);
+
+        let flags = [
+            "--control-planes",
+            "3",
+            "--workers",
+            "1",
+            "--base-address",
+            "127.0.30.1",
+            "--talos-version",
+            "1.12.0",
+            "--node-version",
+            "3=1.11.2",
+        ];
+        let run = Cli::parse_from(std::iter::once("talos-sim").chain(flags)).run;
+        let Some(Command::Up(up)) = Cli::parse_from(
+            ["talos-sim", "up", "--state-dir", "d"]
+                .into_iter()
+                .chain(flags),
+        )
+        .command
+        else {
+            panic!("not up");
+        };
+        for layout in [&run.layout, &up.layout] {
+            let cfg = layout.config(&run.process);
+            assert_eq!((cfg.control_planes, cfg.workers), (3, 1));
+            assert_eq!(cfg.talos_version, "v1.12.0");
+            assert_eq!(cfg.node_versions[&3], "v1.11.2");
+        }
+        assert_eq!(up.layout.port, None, "not given, so no conflict");
+    }
+
+    #[test]
+    fn bad_versions_are_refused_while_parsing() {
+        let e = Cli::try_parse_from(["talos-sim", "--node-version", "x=1.13.0"]).unwrap_err();
+        assert!(e.to_string().contains("is not a node index"), "{e}");
+        let e = Cli::try_parse_from(["talos-sim", "--node-version", "1.13.0"]).unwrap_err();
+        assert!(e.to_string().contains("INDEX=VERSION"), "{e}");
+        assert!(Cli::try_parse_from(["talos-sim", "--talos-version", "banana"]).is_err());
+    }
+}
