@@ -5,6 +5,8 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::blocks::AddressBlocks;
+
 #[derive(Clone, Debug)]
 pub struct SimConfig {
     pub control_planes: usize,
@@ -29,6 +31,12 @@ pub struct SimConfig {
     /// back as it was: its node counts, addresses, port, versions and reboot downtime replace
     /// the ones above.
     pub state_dir: Option<PathBuf>,
+    /// With `state_dir`: keep the cluster in memory only. The directory then holds just the run
+    /// file and the lock (so `stop` and `status` find the simulator), nothing to bring back.
+    pub in_memory: bool,
+    /// Ignore `base_address` and start a new cluster at 127.0.B.1 in a free block of these
+    /// (`blocks.rs`); a stored cluster keeps its addresses.
+    pub address_blocks: Option<AddressBlocks>,
 }
 
 impl Default for SimConfig {
@@ -44,6 +52,8 @@ impl Default for SimConfig {
             bootstrap_settle: Duration::ZERO,
             control_address: None,
             state_dir: None,
+            in_memory: false,
+            address_blocks: None,
         }
     }
 }

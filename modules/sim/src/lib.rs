@@ -33,12 +33,14 @@
 //! `status` and `fault` run and inspect a cluster kept in a state directory (docs/talos-sim.md).
 
 mod apply;
+pub mod blocks;
 pub mod config;
 pub mod control;
 mod decode;
 mod fault_kind;
 mod install;
 mod kube;
+mod listeners;
 pub mod mcfg;
 pub mod pki;
 mod reset;
@@ -61,6 +63,7 @@ use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 use tokio::task::JoinHandle;
 
+pub use blocks::AddressBlocks;
 pub use config::SimConfig;
 pub use fault_kind::FaultKind;
 pub use state::Faults;
@@ -111,46 +114,37 @@ impl Cluster {
     /// With `cfg.state_dir` holding a stored cluster, the stored cluster comes back instead.
     pub async fn start(cfg: SimConfig) -> Result<Cluster> {
         cfg.validate()?;
-        let (cfg, store, restored) = match cfg.state_dir.clone() {
+        let (mut cfg, store, restored) = match cfg.state_dir.clone() {
             None => (cfg, None, None),
             Some(dir) => {
                 // Lock before reading, so no other simulator writes the directory meanwhile.
-                let store = store::Store::open(&dir)?;
-                let restored = store::load(&dir)?;
+                let store = store::Store::open(&dir, !cfg.in_memory)?;
+                let restored = if cfg.in_memory {
+                    None
+                } else {
+                    store::load(&dir)?
+                };
                 let cfg = match &restored {
                     Some(r) => store::layout_config(&r.cluster, &cfg),
                     None => cfg,
                 };
                 cfg.validate()
                     .with_context(|| format!("the cluster stored in {}", dir.display()))?;
-                (cfg.clone(), Some(store.with_layout(&cfg)), restored)
+                (cfg, Some(store), restored)
             }
         };
         // Bind up front: port conflicts fail here, and port 0 gets a real port per node. A stored
         // node that will not listen (down, unreachable) is not bound: it must refuse connections.
-        let mut listeners = Vec::new();
-        for i in 0..cfg.node_count() {
-            let (addr, port, listens) = match &restored {
-                Some(r) => {
-                    let n = &r.cluster.nodes[i];
-                    let up = (n.up && !n.reboot_pending) || !n.faults.never_return;
-                    (
-                        n.address,
-                        n.port,
-                        up && !n.faults.unreachable && !n.faults.firewalled,
-                    )
-                }
-                None => (cfg.address_of(i).context("node address")?, cfg.port, true),
-            };
-            if !listens {
-                listeners.push(None);
-                continue;
+        let listeners = match (&restored, cfg.address_blocks.take()) {
+            (Some(r), _) => listeners::bind_stored(&r.cluster)?,
+            (None, None) => listeners::bind_new(&cfg)?,
+            (None, Some(blocks)) => {
+                let (base, listeners) = listeners::bind_in_a_free_block(&cfg, &blocks)?;
+                cfg.base_address = base;
+                listeners
             }
-            let l = std::net::TcpListener::bind((addr, port))
-                .with_context(|| format!("cannot listen on {addr}:{port}"))?;
-            l.set_nonblocking(true)?;
-            listeners.push(Some(l));
-        }
+        };
+        let store = store.map(|s| s.with_layout(&cfg));
         let control_cfg = cfg.control_address;
         let shared = Shared::new(cfg, store, restored)?;
         {

@@ -6,7 +6,8 @@
 //!   loads). Rewritten (temp file + rename) whenever it changes, so it is never half written.
 //! - `configs/<sha256>.yaml`: machine configs exactly as applied, named by their SHA-256 and
 //!   written before the `state.json` that refers to them; unreferenced ones are removed after.
-//! - `run.json`: `{"pid":…,"control":"127.0.0.1:…"}` while a simulator serves from `DIR`.
+//! - `run.json`: `{"pid":…,"control":"127.0.0.1:…","block":…}` while a simulator serves from
+//!   `DIR` (`block`: B when the nodes start at 127.0.B.1, else null).
 //! - `lock`: held (flock) by the simulator serving from `DIR`; free means nothing runs.
 //!
 //! The configs hold the cluster's secrets, as a real node's disk does: files are created 0600
@@ -115,6 +116,10 @@ fn media_attached() -> bool {
 pub struct RunInfo {
     pub pid: u32,
     pub control: Option<SocketAddr>,
+    /// B when the nodes start at 127.0.B.1 (as `--base-address auto` places them), so scripts
+    /// can address node N as 127.0.B.N.
+    #[serde(default)]
+    pub block: Option<u8>,
 }
 
 fn unix_ms(t: SystemTime) -> u64 {
@@ -186,12 +191,17 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     })
 }
 
-/// Creates the state directory (0700) if needed.
-pub fn create_dir(dir: &Path) -> Result<()> {
+/// Creates the state directory (0700) if needed, with its `configs/` when `configs`.
+pub fn create_dir(dir: &Path, configs: bool) -> Result<()> {
+    let path = if configs {
+        dir.join(CONFIG_DIR)
+    } else {
+        dir.to_path_buf()
+    };
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
-        .create(dir.join(CONFIG_DIR))
+        .create(path)
         .with_context(|| format!("cannot create state directory {}", dir.display()))
 }
 
@@ -318,13 +328,18 @@ struct Written {
 pub struct Store {
     dir: PathBuf,
     layout: SimConfig,
+    /// Write the state; false keeps the cluster in memory (the directory holds the run file and
+    /// the lock only).
+    persist: bool,
     written: Mutex<Written>,
 }
 
 impl Store {
-    /// Creates or opens `dir` and takes its lock; fails when another simulator serves it.
-    pub fn open(dir: &Path) -> Result<Store> {
-        create_dir(dir)?;
+    /// Creates or opens `dir` and takes its lock; fails when another simulator serves it. With
+    /// `persist` false the state is never written, and a directory that holds a stored cluster
+    /// is refused rather than ignored.
+    pub fn open(dir: &Path, persist: bool) -> Result<Store> {
+        create_dir(dir, persist)?;
         let path = dir.join(LOCK_FILE);
         let lock = OpenOptions::new()
             .read(true)
@@ -353,6 +368,12 @@ impl Store {
             }
         }
         let existing = std::fs::read(dir.join(STATE_FILE)).unwrap_or_default();
+        if !persist && !existing.is_empty() {
+            bail!(
+                "{} holds a stored cluster, which a cluster kept in memory would ignore: use another directory",
+                dir.display()
+            );
+        }
         // Configs already on disk: known, and removed once nothing refers to them.
         let configs = std::fs::read_dir(dir.join(CONFIG_DIR))
             .map(|rd| {
@@ -364,6 +385,7 @@ impl Store {
         Ok(Store {
             dir: dir.to_path_buf(),
             layout: SimConfig::default(),
+            persist,
             written: Mutex::new(Written {
                 state: existing,
                 configs,
@@ -409,6 +431,9 @@ impl Store {
     /// Writes the state if it changed since the last write. Called with the state lock held, so
     /// writes happen in the order of the changes.
     pub fn save(&self, st: &State) {
+        if !self.persist {
+            return;
+        }
         let mut w = self.written.lock().unwrap_or_else(|p| p.into_inner());
         if w.lock.is_none() {
             return;
@@ -466,6 +491,7 @@ impl Store {
         let info = RunInfo {
             pid: std::process::id(),
             control,
+            block: crate::blocks::AddressBlocks::block_of(self.layout.base_address),
         };
         let bytes = serde_json::to_vec_pretty(&info)?;
         write_atomic(&self.dir.join(RUN_FILE), &bytes)
@@ -543,7 +569,7 @@ mod tests {
     #[test]
     fn a_config_must_match_its_digest() {
         let dir = tempfile::tempdir().unwrap();
-        create_dir(dir.path()).unwrap();
+        create_dir(dir.path(), true).unwrap();
         let name = format!("configs/{}.yaml", "a".repeat(64));
         std::fs::write(
             dir.path().join(&name),

@@ -602,3 +602,111 @@ fn detached_up_returns_once_ready() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(status_json(dir)["running"], false);
 }
+
+/// What the pytest fixture runs: a detached simulator in a free block of a list, kept in memory,
+/// that stops by itself once its parent process is gone.
+#[test]
+fn a_detached_in_memory_simulator_takes_a_free_block_and_dies_with_its_parent() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let mut parent = Command::new("sleep").arg("60").spawn().unwrap();
+    // A listener in one block of the list: that block is skipped.
+    let busy = std::net::TcpListener::bind("127.0.241.1:0");
+    let o = Command::new(BIN)
+        .args(["up", "--detach", "--in-memory", "--base-address", "auto"])
+        .args(["--address-blocks", "241-249", "--controlplanes", "2"])
+        .args(["--parent-pid", &parent.id().to_string()])
+        .arg("--state-dir")
+        .arg(dir)
+        .output()
+        .unwrap();
+    struct StopOnDrop<'a>(&'a Path);
+    impl Drop for StopOnDrop<'_> {
+        fn drop(&mut self) {
+            let _ = sim(&["stop"], self.0);
+        }
+    }
+    let _guard = StopOnDrop(dir);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let ready: Value = serde_json::from_str(
+        out.lines()
+            .find_map(|l| l.strip_prefix("READY "))
+            .unwrap_or_else(|| panic!("{out}")),
+    )
+    .unwrap();
+    let s = status_json(dir);
+    let block = s["block"].as_u64().expect("status --json names the block") as u8;
+    assert!((241..=249).contains(&block), "{s}");
+    if busy.is_ok() {
+        assert_ne!(block, 241, "a block with a listener is skipped");
+    }
+    let run: Value = serde_json::from_slice(&std::fs::read(dir.join("run.json")).unwrap()).unwrap();
+    assert_eq!(run["block"], block);
+    assert_eq!(ready["nodes"][1]["address"], format!("127.0.{block}.2"));
+    assert!(
+        !dir.join("state.json").exists() && !dir.join("configs").exists(),
+        "nothing of the cluster on disk"
+    );
+    // A second in-memory simulator in the same list gets another block.
+    let other = tempfile::tempdir().unwrap();
+    let second = up(
+        other.path(),
+        &[
+            "--in-memory",
+            "--base-address",
+            "auto",
+            "--address-blocks",
+            "241-249",
+        ],
+    );
+    assert_ne!(
+        second.ready["nodes"][0]["address"],
+        ready["nodes"][0]["address"]
+    );
+    let o = sim(&["stop"], other.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        text.contains("stopped") && !text.contains("state kept"),
+        "{text}"
+    );
+    drop(second);
+
+    // The parent goes: the simulator follows (it checks every 200 ms).
+    parent.kill().unwrap();
+    parent.wait().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while status_json_or_none(dir).is_some_and(|s| s["running"] == true) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still running after its parent exited"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let log = std::fs::read_to_string(dir.join("talos-sim.log")).unwrap();
+    assert!(log.contains("has exited; stopping"), "{log}");
+    assert!(!dir.join("run.json").exists(), "a clean exit: {log}");
+
+    // A directory with a stored cluster is not silently ignored.
+    std::fs::write(dir.join("state.json"), b"{}").unwrap();
+    let o = sim_failing(&["up", "--in-memory", "--port", "0"], dir);
+    assert!(
+        stderr(&o).contains("holds a stored cluster"),
+        "{}",
+        stderr(&o)
+    );
+    let o = sim_failing(
+        &["up", "--parent-pid", "999999999", "--port", "0"],
+        other.path(),
+    );
+    assert!(stderr(&o).contains("no such process"), "{}", stderr(&o));
+}
+
+/// `status --json`, or None once the directory holds nothing to show.
+fn status_json_or_none(dir: &Path) -> Option<Value> {
+    let o = sim(&["status", "--json"], dir);
+    o.status
+        .success()
+        .then(|| serde_json::from_slice(&o.stdout).unwrap())
+}

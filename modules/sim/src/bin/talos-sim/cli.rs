@@ -5,11 +5,11 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{Result, bail};
 use clap::{Args, Parser, Subcommand};
 use ferro_talos_sim::control::NodeRef;
 use ferro_talos_sim::store::StoredCluster;
-use ferro_talos_sim::{FaultKind, SimConfig};
+use ferro_talos_sim::{AddressBlocks, FaultKind, SimConfig};
 
 /// A real node refuses Bootstrap for a few seconds after boot (CRI not up, clock not synced);
 /// the simulator's binary does the same by default, so clients have to retry as they must
@@ -69,6 +69,14 @@ pub enum Command {
         #[arg(long, conflicts_with = "kind")]
         clear: bool,
     },
+    /// Send one control protocol request (JSON, e.g. '{"op":"health_fail","text":null}') to the
+    /// running simulator and print its reply.
+    Control {
+        #[arg(long)]
+        state_dir: PathBuf,
+        /// The request: a JSON object with "op" (docs/talos-sim.md lists the ops).
+        request: String,
+    },
     /// Print the running simulator's Kubernetes view as JSON: Nodes, pods, and the log of the
     /// cordons, evictions and reboots its API server saw.
     Kube {
@@ -113,6 +121,10 @@ pub struct UpArgs {
     /// Run in the background (output in DIR/talos-sim.log); return once the cluster is ready.
     #[arg(long)]
     pub detach: bool,
+    /// Keep the cluster in memory only: DIR then holds just run.json, the lock and the log, and
+    /// nothing is left to bring back (the configs' secrets never reach the disk).
+    #[arg(long)]
+    pub in_memory: bool,
 }
 
 /// How the cluster is laid out, for the flag-only run and `up`. Every flag is optional, so `up`
@@ -129,9 +141,15 @@ pub struct Layout {
     /// Number of worker nodes, the addresses after the control planes [default: 0].
     #[arg(long, value_name = "N")]
     pub workers: Option<usize>,
-    /// Address of the first node; the others follow. Must be in 127.0.0.0/8 [default: 127.0.10.1].
-    #[arg(long, value_name = "ADDRESS")]
-    pub base_address: Option<Ipv4Addr>,
+    /// Address of the first node; the others follow. Must be in 127.0.0.0/8. `auto`: 127.0.B.1
+    /// in a free block B of --address-blocks [default: 127.0.10.1].
+    #[arg(long, value_name = "ADDRESS|auto")]
+    pub base_address: Option<BaseAddress>,
+    /// With --base-address auto: the blocks B of 127.0.B.0/24 to choose from, e.g. 2-9,11-19
+    /// [default: 11-249]. The first free one from a random start is taken; one another process
+    /// takes meanwhile is skipped.
+    #[arg(long, value_name = "LIST")]
+    pub address_blocks: Option<AddressBlocks>,
     /// apid port of every node (0: a free port per node) [default: 50000].
     #[arg(long)]
     pub port: Option<u16>,
@@ -162,7 +180,35 @@ pub struct ProcessArgs {
     /// Write the process id to this file.
     #[arg(long, value_name = "FILE")]
     pub pid_file: Option<PathBuf>,
+    /// Stop (as on SIGTERM) once process PID has exited: a test harness's simulators never
+    /// outlive it, even when it is killed.
+    #[arg(long, value_name = "PID")]
+    pub parent_pid: Option<u32>,
 }
+
+/// `--base-address`: an address, or `auto` for a free block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BaseAddress {
+    At(Ipv4Addr),
+    Auto,
+}
+
+impl std::str::FromStr for BaseAddress {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s == "auto" {
+            return Ok(BaseAddress::Auto);
+        }
+        s.parse()
+            .map(BaseAddress::At)
+            .map_err(|_| format!("{s:?} is neither an IPv4 address nor `auto`"))
+    }
+}
+
+/// The blocks `--base-address auto` chooses from without --address-blocks: all but 0
+/// (127.0.0.1) and the demo's 10.
+pub const DEFAULT_BLOCKS: &str = "11-249";
 
 /// `v1.13.4` from `1.13.4` or `v1.13.4`.
 pub fn parse_version(v: &str) -> Result<String, String> {
@@ -192,12 +238,25 @@ impl Layout {
     }
 
     /// The cluster these flags describe, with the defaults for those not given.
-    pub fn config(&self, process: &ProcessArgs) -> SimConfig {
+    pub fn config(&self, process: &ProcessArgs) -> Result<SimConfig> {
         let d = SimConfig::default();
-        SimConfig {
+        let address_blocks = match (self.base_address, &self.address_blocks) {
+            (Some(BaseAddress::Auto), blocks) => Some(
+                blocks
+                    .clone()
+                    .unwrap_or_else(|| DEFAULT_BLOCKS.parse().expect("the default blocks parse")),
+            ),
+            (_, Some(_)) => bail!("--address-blocks goes with --base-address auto"),
+            (_, None) => None,
+        };
+        let base_address = match self.base_address {
+            Some(BaseAddress::At(a)) => a,
+            _ => d.base_address,
+        };
+        Ok(SimConfig {
             control_planes: self.control_planes.unwrap_or(d.control_planes),
             workers: self.workers.unwrap_or(d.workers),
-            base_address: self.base_address.unwrap_or(d.base_address),
+            base_address,
             port: self.port.unwrap_or(d.port),
             talos_version: self.talos_version.clone().unwrap_or(d.talos_version),
             node_versions: self.node_versions(),
@@ -207,7 +266,9 @@ impl Layout {
             bootstrap_settle: Duration::from_millis(process.bootstrap_settle_ms),
             control_address: process.control_address,
             state_dir: None,
-        }
+            in_memory: false,
+            address_blocks,
+        })
     }
 
     /// The flags given that disagree with the stored cluster, as `--flag given (stored: x)`.
@@ -231,11 +292,12 @@ impl Layout {
             self.workers.map(|v| v.to_string()),
             c.workers.to_string(),
         );
-        check(
-            "base-address",
-            self.base_address.map(|v| v.to_string()),
-            c.base_address.to_string(),
-        );
+        // `auto` is no conflict: the stored cluster keeps its addresses.
+        let base = match self.base_address {
+            Some(BaseAddress::At(a)) => Some(a.to_string()),
+            _ => None,
+        };
+        check("base-address", base, c.base_address.to_string());
         check("port", self.port.map(|v| v.to_string()), c.port.to_string());
         check(
             "talos-version",
@@ -266,7 +328,7 @@ mod tests {
     #[test]
     fn both_forms_share_the_layout_flags_and_defaults() {
         let run = Cli::parse_from(["talos-sim"]).run;
-        let cfg = run.layout.config(&run.process);
+        let cfg = run.layout.config(&run.process).unwrap();
         assert_eq!(cfg.control_planes, 1);
         assert_eq!(cfg.workers, 0);
         assert_eq!(cfg.base_address, Ipv4Addr::new(127, 0, 10, 1));
@@ -275,6 +337,7 @@ mod tests {
         assert_eq!(cfg.reboot_downtime, Duration::from_millis(1500));
         assert_eq!(cfg.bootstrap_settle, Duration::from_millis(2000));
         assert_eq!(cfg.control_address, None);
+        assert_eq!(cfg.address_blocks, None);
 
         let flags = [
             "--control-planes",
@@ -299,12 +362,32 @@ mod tests {
             panic!("not up");
         };
         for layout in [&run.layout, &up.layout] {
-            let cfg = layout.config(&run.process);
+            let cfg = layout.config(&run.process).unwrap();
             assert_eq!((cfg.control_planes, cfg.workers), (3, 1));
             assert_eq!(cfg.talos_version, "v1.12.0");
             assert_eq!(cfg.node_versions[&3], "v1.11.2");
         }
         assert_eq!(up.layout.port, None, "not given, so no conflict");
+    }
+
+    #[test]
+    fn auto_base_addresses_take_a_block_of_the_list() {
+        let config = |args: &[&str]| {
+            let run = Cli::try_parse_from(std::iter::once("talos-sim").chain(args.iter().copied()))
+                .map_err(|e| e.to_string())?
+                .run;
+            run.layout.config(&run.process).map_err(|e| e.to_string())
+        };
+        let cfg = config(&["--base-address", "auto"]).unwrap();
+        assert_eq!(cfg.address_blocks.unwrap().to_string(), DEFAULT_BLOCKS);
+        let cfg = config(&["--base-address", "auto", "--address-blocks", "2-9,11-19"]).unwrap();
+        assert_eq!(cfg.address_blocks.unwrap().blocks().len(), 17);
+        let e = config(&["--address-blocks", "2-9"]).unwrap_err();
+        assert!(e.contains("goes with --base-address auto"), "{e}");
+        let e = config(&["--base-address", "somewhere"]).unwrap_err();
+        assert!(e.contains("neither an IPv4 address nor `auto`"), "{e}");
+        let e = config(&["--base-address", "auto", "--address-blocks", "0-3"]).unwrap_err();
+        assert!(e.contains("1-254"), "{e}");
     }
 
     #[test]

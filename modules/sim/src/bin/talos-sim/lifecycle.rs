@@ -12,10 +12,10 @@ use ferro_talos_sim::control::{ControlClient, Ready, Request};
 use ferro_talos_sim::store;
 use ferro_talos_sim::{Cluster, SimConfig, run};
 
-use crate::cli::{RunArgs, UpArgs};
+use crate::cli::{ProcessArgs, RunArgs, UpArgs};
 
 /// How often `up --detach` and `stop` look whether the simulator is ready or gone.
-const POLL: Duration = Duration::from_millis(10);
+const POLL: Duration = Duration::from_millis(2);
 
 async fn shutdown_signal() {
     use tokio::signal::unix::{SignalKind, signal};
@@ -44,9 +44,42 @@ fn ready_line(cluster: &Cluster) -> String {
     )
 }
 
-/// Runs `cfg` until SIGTERM/SIGINT or the control `stop` op; `on_ready` prints what the caller
-/// wants once every node listens.
-fn serve(cfg: SimConfig, pid_file: Option<&Path>, on_ready: impl FnOnce(&Cluster)) -> Result<()> {
+/// Process `pid`'s start time (field 22 of /proc/PID/stat), which tells it from a later
+/// process given the same pid; None once it has exited (or is a zombie).
+fn process_start(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command name in parentheses: field 3 (the state) onwards.
+    let fields: Vec<&str> = stat[stat.rfind(')')? + 1..].split_whitespace().collect();
+    if matches!(fields.first(), Some(&("Z" | "X"))) {
+        return None;
+    }
+    fields.get(19)?.parse().ok()
+}
+
+/// Resolves once process `pid`, started at `started`, has exited.
+async fn exited(pid: u32, started: u64) {
+    while process_start(pid) == Some(started) {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Not eprintln!: a closed stderr must not keep the simulator from stopping cleanly.
+    let _ = writeln!(
+        std::io::stderr(),
+        "talos-sim: process {pid} (--parent-pid) has exited; stopping"
+    );
+}
+
+/// Runs `cfg` until SIGTERM/SIGINT, the control `stop` op or the exit of --parent-pid;
+/// `on_ready` prints what the caller wants once every node listens.
+fn serve(cfg: SimConfig, process: &ProcessArgs, on_ready: impl FnOnce(&Cluster)) -> Result<()> {
+    let parent = process
+        .parent_pid
+        .map(|pid| {
+            process_start(pid)
+                .map(|started| (pid, started))
+                .ok_or_else(|| anyhow!("--parent-pid {pid}: no such process (in /proc)"))
+        })
+        .transpose()?;
+    let pid_file = process.pid_file.as_deref();
     if let Some(p) = pid_file {
         std::fs::write(p, format!("{}\n", std::process::id()))
             .with_context(|| format!("writing pid file {}", p.display()))?;
@@ -55,7 +88,16 @@ fn serve(cfg: SimConfig, pid_file: Option<&Path>, on_ready: impl FnOnce(&Cluster
         .worker_threads(2)
         .enable_all()
         .build()?;
-    let result = rt.block_on(run(cfg, on_ready, shutdown_signal()));
+    let shutdown = async move {
+        match parent {
+            Some((pid, started)) => tokio::select! {
+                _ = shutdown_signal() => {},
+                _ = exited(pid, started) => {},
+            },
+            None => shutdown_signal().await,
+        }
+    };
+    let result = rt.block_on(run(cfg, on_ready, shutdown));
     // Connection tasks may still be winding down; do not wait for them.
     rt.shutdown_timeout(Duration::from_millis(200));
     if let Some(p) = pid_file {
@@ -66,8 +108,8 @@ fn serve(cfg: SimConfig, pid_file: Option<&Path>, on_ready: impl FnOnce(&Cluster
 
 /// The flag-only run: a cluster in memory, announced by its READY line only.
 pub fn run_flags(args: RunArgs) -> Result<()> {
-    let cfg = args.layout.config(&args.process);
-    serve(cfg, args.process.pid_file.as_deref(), |cluster| {
+    let cfg = args.layout.config(&args.process)?;
+    serve(cfg, &args.process, |cluster| {
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{}", ready_line(cluster));
         let _ = out.flush();
@@ -84,6 +126,12 @@ pub fn up(a: UpArgs) -> Result<()> {
             .unwrap_or_default();
         bail!(
             "a talos-sim already serves {}{pid}; see `talos-sim status --state-dir {0}` or stop it with `talos-sim stop --state-dir {0}`",
+            dir.display()
+        );
+    }
+    if a.in_memory && dir.join(store::STATE_FILE).exists() {
+        bail!(
+            "{} holds a stored cluster, which --in-memory would ignore: use another directory, or leave --in-memory out to bring it back",
             dir.display()
         );
     }
@@ -116,11 +164,12 @@ pub fn up(a: UpArgs) -> Result<()> {
                 .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0))),
         ),
         state_dir: Some(dir.clone()),
-        ..a.layout.config(&a.process)
+        in_memory: a.in_memory,
+        ..a.layout.config(&a.process)?
     };
     let restored = stored.is_some();
     let downtime = a.layout.reboot_downtime_ms.map(Duration::from_millis);
-    serve(cfg, a.process.pid_file.as_deref(), |cluster| {
+    serve(cfg, &a.process, |cluster| {
         if let Some(d) = downtime {
             // An explicit flag wins over the stored downtime.
             cluster.set_reboot_downtime(d);
@@ -166,7 +215,7 @@ pub fn up(a: UpArgs) -> Result<()> {
 fn detach(dir: &Path) -> Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
     use std::os::unix::process::CommandExt;
-    store::create_dir(dir)?;
+    store::create_dir(dir, false)?;
     let log_path = dir.join("talos-sim.log");
     let log = std::fs::OpenOptions::new()
         .write(true)
@@ -229,6 +278,8 @@ fn nothing_runs(dir: &Path) -> anyhow::Error {
 pub struct Running {
     pub client: ControlClient,
     pub pid: u32,
+    /// B when the nodes started at 127.0.B.1.
+    pub block: Option<u8>,
 }
 
 /// The simulator serving `dir`, from its run.json, without checking that it still runs.
@@ -249,6 +300,7 @@ fn recorded(dir: &Path) -> Result<Running> {
     Ok(Running {
         client: ControlClient::new(addr),
         pid: info.pid,
+        block: info.block,
     })
 }
 
@@ -291,10 +343,14 @@ pub fn stop(dir: &Path, timeout: Duration) -> Result<()> {
         }
         std::thread::sleep(POLL);
     }
+    let kept = if dir.join(store::STATE_FILE).exists() {
+        format!("; state kept in {}", dir.display())
+    } else {
+        String::new()
+    };
     println!(
-        "talos-sim: stopped{}; state kept in {}",
-        pid.map_or(String::new(), |p| format!(" (pid {p})")),
-        dir.display()
+        "talos-sim: stopped{}{kept}",
+        pid.map_or(String::new(), |p| format!(" (pid {p})"))
     );
     Ok(())
 }

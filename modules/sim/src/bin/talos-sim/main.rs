@@ -39,6 +39,7 @@ fn main() {
             delay_ms,
             clear,
         }) => requests::fault(&state_dir, node, kind, delay_ms, clear),
+        Some(Command::Control { state_dir, request }) => requests::control(&state_dir, &request),
         Some(Command::Kube { state_dir }) => requests::kube(&state_dir),
         Some(Command::Workload {
             state_dir,

@@ -1,10 +1,11 @@
-//! The subcommands that send one request to the running simulator: `fault`, `kube`, `workload`.
+//! The subcommands that send one request to the running simulator: `fault`, `control`, `kube`,
+//! `workload`.
 
 use std::path::Path;
 
-use anyhow::Result;
+use anyhow::{Result, anyhow};
 use ferro_talos_sim::FaultKind;
-use ferro_talos_sim::control::{FaultChange, NodeRef, Request};
+use ferro_talos_sim::control::{FaultChange, NodeRef, Request, protocol};
 
 use crate::lifecycle;
 
@@ -25,6 +26,14 @@ pub fn fault(
     };
     lifecycle::running(dir)?.client.send(&request)?;
     println!("ok");
+    Ok(())
+}
+
+/// Any request, checked before it is sent; prints the reply line.
+pub fn control(dir: &Path, request: &str) -> Result<()> {
+    let request = Request::parse(request).map_err(|e| anyhow!(e))?;
+    let reply = lifecycle::running(dir)?.client.send(&request)?;
+    println!("{}", protocol::reply_line(&Ok(reply)));
     Ok(())
 }
 

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result, anyhow};
 use ferro_talos_sim::store::{self, StoredCluster};
-use ferro_talos_sim::{Faults, NodeInfo};
+use ferro_talos_sim::{AddressBlocks, Faults, NodeInfo};
 use serde::Serialize;
 
 use crate::lifecycle;
@@ -19,6 +19,8 @@ pub struct Report {
     pub state_dir: String,
     pub pid: Option<u32>,
     pub control: Option<SocketAddr>,
+    /// B when the nodes start at 127.0.B.1 (`--base-address auto` chose block B).
+    pub block: Option<u8>,
     pub bootstrapped: bool,
     pub etcd_members: usize,
     pub health_fail: Option<String>,
@@ -148,6 +150,7 @@ pub fn report(dir: &Path) -> Result<Report> {
             state_dir,
             pid: Some(reply.pid),
             control: Some(running.client.address()),
+            block: running.block,
             bootstrapped: reply.bootstrapped,
             etcd_members: reply.etcd_members,
             health_fail: reply.health_fail,
@@ -165,6 +168,7 @@ pub fn report(dir: &Path) -> Result<Report> {
         state_dir,
         pid: None,
         control: None,
+        block: AddressBlocks::block_of(c.base_address),
         bootstrapped: c.etcd_members.is_some(),
         etcd_members: c.etcd_members.as_ref().map_or(0, Vec::len),
         health_fail: c.health_fail.clone(),
@@ -275,6 +279,7 @@ mod tests {
             state_dir: "/tmp/sim".into(),
             pid: Some(42),
             control: Some("127.0.0.1:41023".parse().unwrap()),
+            block: Some(30),
             bootstrapped: true,
             etcd_members: 3,
             health_fail: Some("node x is not ready".into()),
@@ -294,6 +299,7 @@ mod tests {
         );
         let json = serde_json::to_value(&r).unwrap();
         assert_eq!(json["control"], "127.0.0.1:41023");
+        assert_eq!(json["block"], 30);
         assert_eq!(json["nodes"][1]["state"], "rebooting");
         assert_eq!(json["nodes"][0]["mode"], "configured");
         assert_eq!(json["nodes"][0]["faults"]["slow_ms"], 2000);
