@@ -1,43 +1,36 @@
-"""Starts the talos-sim binary for a test and stops it afterwards; talks to its control port."""
+"""Starts the talos-sim binary for a test and stops it afterwards; talks to its control port.
 
-import itertools
+The launcher is the binary itself (docs/talos-sim.md): `talos-sim up --detach` in a state directory
+of the test's own, with `--base-address auto --address-blocks 20-249` (it picks a free 127.0.B.0/24
+block, B in 20-249: the demo and Molecule use blocks below 20), `--in-memory` (the cluster's configs,
+which hold its secrets, never reach the disk: test_secrets_everywhere scans every file a test writes)
+and `--parent-pid` (the simulator stops by itself once this test process is gone, even when it is
+killed), then `talos-sim stop`. `Sim.control()` speaks the JSON-lines control protocol directly.
+"""
+
 import json
 import os
 import pathlib
+import shutil
 import socket
 import subprocess
-import time
+import tempfile
 
 import pytest
 
-# Each simulated cluster gets its own 127.0.B.0/24 block (B in 20-249; the demo and Molecule use
-# blocks below 20) so clusters never collide, even when a previous test's nodes are still shutting
-# down. Parallel pytest workers interleave their blocks; a block someone else holds is skipped.
-_WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:] or 0)
-_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-_counter = itertools.count(os.getpid() % 50)
+BLOCKS = "20-249"
 
 
-def _block_is_free(block):
-    with socket.socket() as s:
-        try:
-            s.bind((f"127.0.{block}.1", 50000))
-        except OSError:
-            return False
-    return True
-
-
-def _next_block():
-    for _ in range(230):
-        block = 20 + (next(_counter) * _WORKERS + _WORKER) % 230
-        if _block_is_free(block):
-            return block
-    raise RuntimeError("no free 127.0.B.0/24 block for talos-sim")
+def binary():
+    target = os.environ.get("FERRO_TARGET_DIR")
+    if not target:
+        pytest.fail("FERRO_TARGET_DIR is not set: run the tests through `make test`", pytrace=False)
+    return pathlib.Path(target) / "talos-sim"
 
 
 class Sim:
-    def __init__(self, proc, nodes, control):
-        self.proc = proc
+    def __init__(self, state_dir, nodes, control):
+        self.state_dir = state_dir
         self.nodes = nodes
         self.control_address = control
 
@@ -64,46 +57,37 @@ class Sim:
         return self.control(op="status")["nodes"]
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        if self.state_dir is None:
+            return
+        # Fails only when the simulator is gone already (`stop` kills it if its port hangs).
+        subprocess.run([str(binary()), "stop", "--state-dir", self.state_dir],
+                       capture_output=True, text=True, timeout=60, check=False)
+        shutil.rmtree(self.state_dir, ignore_errors=True)
+        self.state_dir = None
 
 
 def start_sim(control_planes=3, workers=1, version="v1.13.6", node_versions=None, downtime_ms=300, extra=()):
-    target = os.environ.get("FERRO_TARGET_DIR")
-    if not target:
-        pytest.fail("FERRO_TARGET_DIR is not set: run the tests through `make test`", pytrace=False)
-    binary = pathlib.Path(target) / "talos-sim"
-    block = _next_block()
+    state_dir = tempfile.mkdtemp(prefix="talos-sim-")
     cmd = [
-        str(binary),
-        "--control-planes", str(control_planes),
+        str(binary()), "up", "--detach", "--in-memory",
+        "--state-dir", state_dir,
+        "--base-address", "auto", "--address-blocks", BLOCKS,
+        "--parent-pid", str(os.getpid()),
+        "--controlplanes", str(control_planes),
         "--workers", str(workers),
-        "--base-address", f"127.0.{block}.1",
         "--talos-version", version,
         "--reboot-downtime-ms", str(downtime_ms),
-        # Port 0: the simulator binds a free port and reports it in READY. A fixed port could
-        # already be some connection's ephemeral local port.
-        "--control-address", "127.0.0.1:0",
     ]
     for index, v in (node_versions or {}).items():
         cmd += ["--node-version", f"{index}={v}"]
     cmd += list(extra)
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        line = proc.stdout.readline()
-        if line.startswith("READY "):
-            ready = json.loads(line[len("READY "):])
-            return Sim(proc, ready["nodes"], ready["control"])
-        if not line and proc.poll() is not None:
-            break
-    proc.kill()
-    raise RuntimeError(f"talos-sim did not start: {proc.stderr.read()}")
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=90, check=False)
+    ready = [line for line in proc.stdout.splitlines() if line.startswith("READY ")]
+    if proc.returncode != 0 or not ready:
+        shutil.rmtree(state_dir, ignore_errors=True)
+        raise RuntimeError(f"talos-sim did not start: {proc.stderr}{proc.stdout}")
+    ready = json.loads(ready[-1][len("READY "):])
+    return Sim(state_dir, ready["nodes"], ready["control"])
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ addresses), the interactive vault password prompt (a password file), and the sim
 block. When someone edits the README so that it no longer works, this test fails.
 """
 
+import json
 import os
 import re
 import shlex
@@ -203,28 +204,30 @@ def test_readme_pins_the_current_release():
 
 
 def test_readme_simulator_commands_run_as_written(tmp_path):
-    """The console block, with the state directory in tmp_path and this test's own address block."""
-    from talos_sim import _next_block
+    """The console block, with the state directory in tmp_path and a free address block of the pytest
+    suite's (talos_sim.BLOCKS)."""
+    from talos_sim import BLOCKS
 
     target = os.environ["FERRO_TARGET_DIR"]
     block = readme_block_with("console", "talos-sim up")
     lines = [line[2:] for line in block.splitlines() if line.startswith("$ ")]
     assert lines[0] == "cargo build --release -p ferro-talos-sim"
     assert [shlex.split(line)[1] for line in lines[1:]] == ["up", "status", "stop"], lines
-    base = f"127.0.{_next_block()}.1"
 
     def run(line):
         argv = shlex.split(line.replace("~/sim", str(tmp_path / "sim")))
         assert argv[0] == "target/release/talos-sim", line
         argv[0] = f"{target}/talos-sim"
         if argv[1] == "up":
-            argv += ["--base-address", base]
+            argv += ["--base-address", "auto", "--address-blocks", BLOCKS]
         return subprocess.run(argv, capture_output=True, text=True, timeout=60)
 
     up, status, stop = lines[1:]
     started = run(up)
     try:
         assert started.returncode == 0, f"{up}: {started.stdout}{started.stderr}"
+        block = json.loads((tmp_path / "sim" / "run.json").read_text())["block"]
+        base = f"127.0.{block}.1"
         shown = run(status)
         assert shown.returncode == 0, f"{status}: {shown.stdout}{shown.stderr}"
         assert base in shown.stdout, shown.stdout
