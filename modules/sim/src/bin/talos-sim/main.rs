@@ -1,11 +1,12 @@
 //! `talos-sim`: run a simulated Talos cluster until SIGTERM/SIGINT.
 //!
 //! Two ways to use it:
-//! - flags only (tests, Molecule, `make demo`): `talos-sim --control-planes 3 ...` runs a cluster
+//! - flags only (`make demo`, benchmarks): `talos-sim --control-planes 3 ...` runs a cluster
 //!   that lives in memory and prints `READY {"nodes":[...],"control":"addr"}` once every node
 //!   listens;
-//! - subcommands for a cluster kept in a state directory: `up`, `stop`,
-//!   `status`, `fault`, `kube`, `workload` (see docs/talos-sim.md).
+//! - subcommands for a cluster served from a state directory (the tests and Molecule launch it
+//!   with `up --detach --base-address auto`): `up`, `stop`, `status`, `fault`, `control`,
+//!   `kube`, `workload` (see docs/talos-sim.md).
 //!
 //! `cli.rs` holds the command line, `lifecycle.rs` runs and stops the simulator, `status.rs`
 //! shows it and `requests.rs` sends it single requests over the control protocol
