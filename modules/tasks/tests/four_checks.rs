@@ -80,7 +80,7 @@ fn bundle(sim: &Sim) -> String {
 
 /// talos_apply's `render` options for node `index`: its role from the simulator's layout.
 fn render(sim: &Sim, index: usize) -> Value {
-    let role = sim.cluster().nodes()[index].role;
+    let role = sim.cluster().nodes()[index].role.clone();
     json!({
         "machine_type": role,
         "cluster_name": "four",
