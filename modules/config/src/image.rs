@@ -13,6 +13,21 @@ pub fn check_reference(image: &str) -> Result<()> {
     why_not(image).map_err(|why| Error::new(ErrorKind::InvalidImage, why))
 }
 
+/// Splits an image reference into repository and tag (the digest, if any, is dropped): the last
+/// `:` after the last `/` starts the tag, so a registry port (`localhost:5000/x`) stays in the
+/// repository.
+pub fn split_image(image: &str) -> (&str, Option<&str>) {
+    let no_digest = image.split('@').next().unwrap_or(image);
+    let name_start = no_digest.rfind('/').map_or(0, |i| i + 1);
+    match no_digest[name_start..].rfind(':') {
+        Some(i) => (
+            &no_digest[..name_start + i],
+            Some(&no_digest[name_start + i + 1..]),
+        ),
+        None => (no_digest, None),
+    }
+}
+
 /// What is wrong with `image` as a reference, if anything.
 fn why_not(image: &str) -> std::result::Result<(), String> {
     let example = "such as ghcr.io/siderolabs/installer:v1.13.9 or factory.talos.dev/installer/SCHEMATIC:v1.13.9";

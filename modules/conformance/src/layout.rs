@@ -3,6 +3,7 @@
 
 use anyhow::{Context as _, Result, anyhow};
 use ferro_talos_config::MachineConfig;
+use ferro_talos_config::image::split_image;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -137,18 +138,6 @@ pub fn tag_of(image: &str) -> Option<&str> {
 /// The repository of an image reference, without tag and digest.
 pub fn repository_of(image: &str) -> &str {
     split_image(image).0
-}
-
-fn split_image(image: &str) -> (&str, Option<&str>) {
-    let no_digest = image.split('@').next().unwrap_or(image);
-    let name_start = no_digest.rfind('/').map_or(0, |i| i + 1);
-    match no_digest[name_start..].rfind(':') {
-        Some(i) => (
-            &no_digest[..name_start + i],
-            Some(&no_digest[name_start + i + 1..]),
-        ),
-        None => (no_digest, None),
-    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! Installer image references: the Talos target an image names (`OsTarget`), an image's
 //! repository and tag, and the same image at another version.
 
+pub use ferro_talos_config::image::split_image;
 use semver::Version;
 
 use super::version_policy::parse_version;
@@ -18,19 +19,6 @@ pub struct OsTarget {
 impl OsTarget {
     pub fn tag(&self) -> String {
         format!("v{}", self.version)
-    }
-}
-
-/// Splits an image reference into repository and tag (the digest, if any, is dropped).
-pub fn split_image(image: &str) -> (&str, Option<&str>) {
-    let no_digest = image.split('@').next().unwrap_or(image);
-    let name_start = no_digest.rfind('/').map_or(0, |i| i + 1);
-    match no_digest[name_start..].rfind(':') {
-        Some(i) => (
-            &no_digest[..name_start + i],
-            Some(&no_digest[name_start + i + 1..]),
-        ),
-        None => (no_digest, None),
     }
 }
 
