@@ -102,15 +102,6 @@ impl Sim {
             "files": files(self.dir.path()),
         })
     }
-
-    /// Waits until every node listens again (after a reset or reboot the module did not wait for).
-    pub fn wait_listening(&self, index: usize) {
-        let listening = self.runtime.block_on(
-            self.cluster()
-                .wait_listening(index, Duration::from_secs(10)),
-        );
-        assert!(listening, "node {index} does not listen again");
-    }
 }
 
 impl Drop for Sim {
