@@ -6,6 +6,7 @@
 //! document kind (see `fields.rs`), and that tree is then written the way go-yaml's emitter does
 //! with a 4-space indent.
 
+use crate::disk_size::parse_human_bytes;
 use crate::document::{DocId, MachineConfig};
 use crate::fields;
 use crate::normalize::{Rules, normalize_document};
@@ -318,34 +319,6 @@ fn disk_size_bytes(v: &Value) -> Option<u64> {
         Value::String(s) => parse_human_bytes(s),
         _ => None,
     }
-}
-
-/// go-humanize's `ParseBytes`: a decimal number and an optional SI or IEC unit.
-fn parse_human_bytes(s: &str) -> Option<u64> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == ','))
-        .unwrap_or(s.len());
-    let number: f64 = s[..split].replace(',', "").parse().ok()?;
-    let unit = s[split..].trim().to_ascii_lowercase();
-    let mult: f64 = match unit.as_str() {
-        "" | "b" => 1.0,
-        "k" | "kb" => 1e3,
-        "ki" | "kib" => 1024.0,
-        "m" | "mb" => 1e6,
-        "mi" | "mib" => 1024f64.powi(2),
-        "g" | "gb" => 1e9,
-        "gi" | "gib" => 1024f64.powi(3),
-        "t" | "tb" => 1e12,
-        "ti" | "tib" => 1024f64.powi(4),
-        "p" | "pb" => 1e15,
-        "pi" | "pib" => 1024f64.powi(5),
-        "e" | "eb" => 1e18,
-        "ei" | "eib" => 1024f64.powi(6),
-        _ => return None,
-    };
-    let bytes = number * mult;
-    (bytes >= 0.0 && bytes < u64::MAX as f64).then_some(bytes as u64)
 }
 
 /// go-humanize's `Bytes`: SI units, one decimal below 10.

@@ -9,6 +9,7 @@ pub mod contract;
 pub mod convert_114;
 pub mod deprecations;
 pub mod diff;
+pub mod disk_size;
 pub mod document;
 pub mod encode;
 pub mod error;

@@ -10,6 +10,7 @@ use ferro_talos_config::MachineConfig;
 
 pub use crate::decode::Release;
 use serde_json::Value;
+use std::collections::BTreeMap;
 
 /// A config as applied to a node: the exact bytes plus the decoded documents.
 #[derive(Clone)]
@@ -145,6 +146,37 @@ impl StoredConfig {
         self.v1(&["machine", "install", "image"])
             .and_then(Value::as_str)
             .map(String::from)
+    }
+
+    /// `.machine.nodeLabels`, or KubeNodeConfig's `labels` where the config has one (1.14,
+    /// `types/k8s/node.go`, which Talos reads instead).
+    pub fn node_labels(&self) -> BTreeMap<String, String> {
+        self.node_field("nodeLabels", "labels")
+    }
+
+    pub fn node_annotations(&self) -> BTreeMap<String, String> {
+        self.node_field("nodeAnnotations", "annotations")
+    }
+
+    /// Taints as written: `key` to `value:Effect` or `Effect`.
+    pub fn node_taints(&self) -> BTreeMap<String, String> {
+        self.node_field("nodeTaints", "taints")
+    }
+
+    fn node_field(&self, legacy: &str, field: &str) -> BTreeMap<String, String> {
+        let node_doc = self
+            .docs()
+            .iter()
+            .find(|d| d.get("kind").and_then(Value::as_str) == Some("KubeNodeConfig"));
+        let map = match node_doc {
+            Some(doc) => doc.get(field),
+            None => self.v1(&["machine", legacy]),
+        };
+        map.and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+            .collect()
     }
 
     pub fn hostname(&self) -> Option<String> {

@@ -11,6 +11,7 @@ mod kube_access;
 mod kubernetes_manifests;
 mod kubernetes_removed;
 mod live_config;
+pub mod node_settings;
 mod options;
 pub mod render;
 pub mod talos_apply;

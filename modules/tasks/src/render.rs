@@ -19,11 +19,13 @@ use serde_json::{Value, json};
 
 use crate::config_shape::{LabelledPatch, OldShape, patches_for_contract};
 use crate::files::read_file_or_content;
+use crate::node_settings::{self, NodeSettings};
 
 /// The options that decide a rendered config, shared by `talos_config` (top-level options) and
 /// `talos_apply` (sub-options of `render`); documented in both modules' sidecars.
 pub fn options(spec: Spec) -> Spec {
-    spec.option(Opt::str("machine_type").choices(&["controlplane", "worker"]))
+    let spec = spec
+        .option(Opt::str("machine_type").choices(&["controlplane", "worker"]))
         .option(Opt::str("cluster_name"))
         .option(Opt::str("cluster_endpoint"))
         .option(Opt::str("talos_version").default("v1.13"))
@@ -58,7 +60,8 @@ pub fn options(spec: Spec) -> Spec {
         .option(Opt::str("base_config"))
         .option(Opt::bool("validate").default(true))
         .option(Opt::bool("convert_patches").default(false))
-        .mutually_exclusive(&["base_config", "machine_type"])
+        .mutually_exclusive(&["base_config", "machine_type"]);
+    node_settings::options(spec)
 }
 
 /// The version contract from `talos_version`, and why it is that one (for the result).
@@ -134,6 +137,7 @@ fn patched(
     contract: Contract,
     bundle: Option<&Bundle>,
 ) -> Result<(MachineConfig, Vec<Value>), ModuleError> {
+    let settings = NodeSettings::from_params(p)?;
     let mut cfg = if let Some(base) = p.str("base_config") {
         let text = read_file_or_content(base).map_err(|e| option_error("base_config", e))?;
         MachineConfig::parse(&text).map_err(|e| option_error("base_config", e))?
@@ -143,10 +147,18 @@ fn patched(
                 "rendering a machine config needs the secrets bundle: set secrets_file or secrets",
             )
         })?;
-        let opts = generate_options(ctx, p, contract)?;
+        let mut opts = generate_options(ctx, p, contract)?;
+        if settings.replaces_install_disk(contract) {
+            opts.install_disk = None;
+        }
         MachineConfig::generate(bundle, &opts).map_err(module_error)?
     };
     let machine = machine_type_of(p, &cfg)?;
+    // The node's own settings first, so the task's patches still have the last word.
+    if let Some(patch) = settings.patch(ctx, contract, machine)? {
+        cfg.apply_patches(&[patch])
+            .map_err(|e| ModuleError::new(format!("the node's settings: {e:#}")))?;
+    }
     let old_shape = if p.bool("convert_patches") {
         OldShape::Convert
     } else {

@@ -10,6 +10,7 @@
 use serde_json::{Value, json};
 
 use super::builder::{Builder, Section, single};
+use crate::disk_size::SizeCondition;
 use crate::generate::go_quote;
 
 const INSTALL: &str = "UnattendedInstallConfig";
@@ -212,50 +213,13 @@ fn selector_expression(b: &mut Builder, mut sel: Section) -> Option<String> {
     ok.then(|| join_and(&conditions))
 }
 
-/// `disk.size <op> <bytes>u` from a legacy size condition such as `>= 1TB` or `4GiB`
-/// (`InstallDiskSizeMatcher.UnmarshalYAML`: an optional operator, then a size
-/// go-humanize's `ParseBytes` reads).
+/// `disk.size <op> <bytes>u` from a legacy size condition such as `>= 1TB` or `4GiB`.
 fn size_condition(condition: &str) -> Result<String, String> {
-    let condition = condition.trim();
-    // Upstream's regexp tries the operators in this order.
-    let (op, rest) = [">=", "<=", ">", "<", "=="]
-        .iter()
-        .find_map(|op| condition.strip_prefix(op).map(|rest| (*op, rest)))
-        .unwrap_or(("==", condition));
-    let bytes = parse_bytes(rest.trim()).ok_or_else(|| {
+    let c = SizeCondition::parse(condition).map_err(|_| {
         "failed to parse the disk size: expected [>=|<=|>|<|==]<size>[units], such as >= 100GB"
             .to_string()
     })?;
-    Ok(format!("disk.size {op} {bytes}u"))
-}
-
-/// go-humanize's `ParseBytes`: a decimal number (commas ignored), then an optional unit,
-/// SI (`kB`, `MB`, `G`, ...) or IEC (`KiB`, `Mi`, ...), case-insensitive.
-fn parse_bytes(s: &str) -> Option<u64> {
-    let digits = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == ','))
-        .unwrap_or(s.len());
-    let number: f64 = s[..digits].replace(',', "").parse().ok()?;
-    let unit = s[digits..].trim().to_ascii_lowercase();
-    let unit = unit.strip_suffix('b').unwrap_or(&unit);
-    let multiplier: f64 = match unit {
-        "" => 1.0,
-        "k" => 1e3,
-        "m" => 1e6,
-        "g" => 1e9,
-        "t" => 1e12,
-        "p" => 1e15,
-        "e" => 1e18,
-        "ki" => 1024f64,
-        "mi" => 1024f64.powi(2),
-        "gi" => 1024f64.powi(3),
-        "ti" => 1024f64.powi(4),
-        "pi" => 1024f64.powi(5),
-        "ei" => 1024f64.powi(6),
-        _ => return None,
-    };
-    let bytes = number * multiplier;
-    (bytes < u64::MAX as f64).then_some(bytes as u64)
+    Ok(format!("disk.size {} {}u", c.op.as_str(), c.bytes))
 }
 
 /// Joins conditions with `&&` as cel-go's unparser writes a chain of them: after an operator that

@@ -3,7 +3,7 @@
 //! and budgets, `objects_api.rs` for stored objects, `discovery.rs`), the objects and what the
 //! API server and controllers do with them (`model.rs`; `objects.rs`, `writes.rs` and `apply.rs`
 //! for stored objects and server-side apply; `daemonsets.rs`, `deployments.rs`, `status.rs` for
-//! the workloads that follow them), the components Talos runs and the versions of their config
+//! the workloads that follow them), the labels, annotations and taints Talos puts on its Node (`node_apply.rs`), the components Talos runs and the versions of their config
 //! resources (`components.rs`), the bootstrap manifests Talos renders (`manifests.rs`,
 //! `templates.rs`, `structs.rs`) and applies (`bootstrap.rs`), and their JSON (`render.rs`).
 
@@ -18,6 +18,7 @@ mod kinds;
 mod listener;
 mod manifests;
 mod model;
+mod node_apply;
 mod objects;
 mod objects_api;
 mod render;

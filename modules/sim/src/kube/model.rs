@@ -75,7 +75,17 @@ pub struct NodeRecord {
     pub unschedulable: bool,
     pub labels: BTreeMap<String, String>,
     pub annotations: BTreeMap<String, String>,
+    /// The taints Talos put there from the node's config (`node_apply.rs`).
+    pub taints: Vec<Taint>,
     pub resource_version: u64,
+}
+
+/// A Node taint: key, value (may be empty) and effect.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Taint {
+    pub key: String,
+    pub value: String,
+    pub effect: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -330,15 +340,36 @@ impl KubeState {
                     unschedulable: false,
                     labels,
                     annotations: BTreeMap::new(),
+                    taints: Vec::new(),
                     resource_version: rv,
                 },
             );
         }
+        self.apply_node_settings(st_nodes);
         self.seed_namespaces();
         self.bootstrap_apply(st_nodes);
         self.sync_daemonsets(st_nodes);
         self.sync_deployments();
         self.reconcile(st_nodes);
+    }
+
+    /// Each running node's Talos puts its config's labels, annotations and taints on its Node.
+    fn apply_node_settings(&mut self, st_nodes: &[Node]) {
+        for n in st_nodes.iter().filter(|n| n.up) {
+            let Some(cfg) = n.active.as_ref() else {
+                continue;
+            };
+            let changed = match self.nodes.get_mut(&node_name(n)) {
+                Some(rec) => super::node_apply::apply(rec, cfg),
+                None => false,
+            };
+            if changed {
+                let rv = self.bump();
+                if let Some(rec) = self.nodes.get_mut(&node_name(n)) {
+                    rec.resource_version = rv;
+                }
+            }
+        }
     }
 
     /// The ReplicaSet controller and the scheduler: missing replicas are created, Pending pods are

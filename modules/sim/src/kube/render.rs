@@ -144,6 +144,13 @@ pub fn node(name: &str, rec: &NodeRecord, n: &Node) -> Value {
         taints
             .push(json!({"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}));
     }
+    for t in &rec.taints {
+        let mut taint = json!({"key": t.key, "effect": t.effect});
+        if !t.value.is_empty() {
+            taint["value"] = json!(t.value);
+        }
+        taints.push(taint);
+    }
     if rec.unschedulable {
         spec.insert("unschedulable".into(), json!(true));
         taints.push(

@@ -47,6 +47,12 @@ impl Sim {
     /// (the simulator's own tests use 127.100-199, the pytest fixture 127.0.20-249), apid on 50000
     /// as on Talos, and reboots of 100 ms so a test with installs and upgrades stays short.
     pub fn start(control_planes: usize, workers: usize) -> Sim {
+        Sim::start_version(control_planes, workers, &SimConfig::default().talos_version)
+    }
+
+    /// As [`Sim::start`], every node running Talos `version` (such as `v1.14.0-rc.1`).
+    #[allow(dead_code)] // not every test binary starts another release
+    pub fn start_version(control_planes: usize, workers: usize, version: &str) -> Sim {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -59,6 +65,7 @@ impl Sim {
                 workers,
                 base_address: Ipv4Addr::new(127, 200 + b[0] % 50, b[1], 1),
                 reboot_downtime: Duration::from_millis(100),
+                talos_version: version.to_string(),
                 ..SimConfig::default()
             };
             // A block another test holds fails to bind: take another.
