@@ -58,6 +58,15 @@ impl Kube {
         Ok(())
     }
 
+    /// Deletes the Node object, as `kubectl delete node` does after a machine is removed: its
+    /// pods go with it (the pod garbage collector), and a kubelet that still runs would register it
+    /// again. `false` when there was no such Node.
+    pub async fn delete_node(&self, name: &str) -> Result<bool> {
+        self.delete_object(NODES, name)
+            .await
+            .map_err(|e| self.error(&format!("delete Node {name}"), e))
+    }
+
     /// Waits until the Node reports Ready and `until` holds for it (e.g. a new boot id), asking
     /// every second; errors while the API server restarts are part of waiting.
     pub async fn wait_node(

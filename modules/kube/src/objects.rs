@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use kube::core::Request;
-use kube::core::params::{GetParams, ListParams, Patch, PatchParams};
+use kube::core::params::{DeleteParams, GetParams, ListParams, Patch, PatchParams};
 use kube::core::subresource::EvictParams;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -202,6 +202,16 @@ impl Kube {
             .send::<serde_json::Value>(req)
             .await
             .map(|_| ())
+    }
+
+    /// DELETE of one object; a 404 is `Ok(false)`: already gone.
+    pub(crate) async fn delete_object(&self, collection: &str, name: &str) -> Result<bool, RequestError> {
+        let req = built(Request::new(collection).delete(name, &DeleteParams::default()))?;
+        match self.transport.send::<serde_json::Value>(req).await {
+            Ok(_) => Ok(true),
+            Err(e) if e.code() == Some(404) => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     pub(crate) async fn evict_pod(&self, namespace: &str, name: &str) -> Result<(), RequestError> {

@@ -125,6 +125,12 @@ pub fn run(shared: &Arc<Shared>, idx: usize, plan: ResetPlan, actor: String) {
                 &actor,
                 machine_status_event(Stage::Resetting, false),
             );
+            if plan.graceful {
+                // The drain comes first and never stops the reset (upstream logs its errors).
+                let st = &mut *st;
+                let name = crate::kube::node_name(&st.nodes[idx]);
+                st.kube.cordon_and_drain(&name, &st.nodes);
+            }
             if leave && etcd_down {
                 // Leaving etcd fails, which aborts the whole sequence upstream: nothing is wiped.
                 shared.publish(&mut st, idx, &actor, sequence_event("reset", A::Stop));

@@ -204,3 +204,83 @@ async fn health_passes_only_once_the_kubernetes_api_listens() {
         "health passed while the Kubernetes API refuses connections: {lines:?}"
     );
 }
+
+/// A graceful reset cordons the node and evicts its pods before anything is wiped
+/// (`CordonAndDrainNode` in `internal/app/machined/pkg/runtime/v1alpha1/v1alpha1_sequencer.go`
+/// Reset @ v1.13.9), so the workload runs elsewhere; the Node object stays until it is deleted,
+/// as `kubectl delete node` deletes it, and the pods bound to it go with it (kubernetes
+/// `pkg/controller/podgc/gc_controller.go` `gcOrphaned`). A node in maintenance mode runs no
+/// kubelet, so the Node does not come back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_graceful_reset_drains_and_a_deleted_node_stays_deleted() {
+    use ferro_talos_proto::machine::{ResetPartitionSpec, ResetRequest};
+    let cluster = bootstrapped(1, 2).await;
+    let kube = connect(&cluster).await;
+    cluster.add_workload("default", "web", 2, None).unwrap();
+    let web_nodes = |snapshot: &serde_json::Value| -> Vec<String> {
+        snapshot["pods"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["metadata"]["labels"]["app"] == "web")
+            .filter_map(|p| p["spec"]["nodeName"].as_str().map(str::to_string))
+            .collect()
+    };
+    let worker = node_name(&cluster, 1);
+    assert!(web_nodes(&cluster.kube_snapshot()).contains(&worker));
+
+    let mut m = machine(cluster.endpoint(1).unwrap(), admin()).await;
+    m.reset(ResetRequest {
+        graceful: true,
+        reboot: true,
+        system_partitions_to_wipe: ["STATE", "EPHEMERAL"]
+            .iter()
+            .map(|l| ResetPartitionSpec {
+                label: l.to_string(),
+                wipe: true,
+            })
+            .collect(),
+        user_disks_to_wipe: vec![],
+        mode: 0,
+    })
+    .await
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !cluster.node(1).unwrap().maintenance {
+        assert!(Instant::now() < deadline, "the reset did not finish");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let snapshot = cluster.kube_snapshot();
+    let on: Vec<String> = web_nodes(&snapshot);
+    assert_eq!(on.len(), 2, "{snapshot}");
+    assert!(!on.contains(&worker), "a pod stayed on the reset node: {on:?}");
+    let actions: Vec<(String, String)> = snapshot["log"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["node"] == worker.as_str())
+        .map(|e| {
+            (
+                e["action"].as_str().unwrap().to_string(),
+                e["pod"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    let cordon = actions.iter().position(|(a, _)| a == "cordon");
+    let evict = actions.iter().position(|(a, _)| a == "evict");
+    let down = actions.iter().position(|(a, _)| a == "node_down");
+    assert!(
+        cordon < evict && evict < down && cordon.is_some(),
+        "{actions:?}"
+    );
+
+    // The Node outlives the machine's reset, NotReady, until it is deleted.
+    let stale = kube.node(&worker).await.unwrap();
+    assert!(stale.unschedulable && !stale.ready, "{stale:?}");
+    assert!(kube.delete_node(&worker).await.unwrap());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let e = kube.node(&worker).await.unwrap_err();
+    assert_eq!(e.kind, KubeErrorKind::NotFound, "{e}");
+    assert!(!kube.delete_node(&worker).await.unwrap(), "already gone");
+    cluster.shutdown().await;
+}

@@ -216,6 +216,18 @@ pub fn handle(shared: &Shared, req: &Request<'_>) -> Response {
                 }
             }
         }
+        ("DELETE", ["api", "v1", "nodes", name]) => {
+            let name = name.to_string();
+            match st.kube.nodes.get(&name) {
+                None => Err(ApiError::not_found("nodes", &name)),
+                Some(rec) => {
+                    // The API server answers a delete with the object as it was.
+                    let obj = render::node(&name, rec, &st.nodes[rec.index]);
+                    st.kube.delete_node(&name, &st.nodes);
+                    Ok(ok(obj))
+                }
+            }
+        }
         ("GET", ["api", "v1", "pods"]) => filtered(render::pods(k, st, None), req.query)
             .map(|items| ok(render::list("PodList", "v1", rv, items))),
         ("GET", ["api", "v1", "namespaces", ns, "pods"]) => {

@@ -522,6 +522,37 @@ impl KubeState {
         Ok(())
     }
 
+    /// DELETE of a Node: the object goes, and the pod garbage collector deletes the pods bound to
+    /// it (`gcOrphaned` in kubernetes `pkg/controller/podgc/gc_controller.go`), which their
+    /// ReplicaSets replace elsewhere. A node whose kubelet still runs registers again at the next
+    /// refresh, as a kubelet does. None when there is no such Node.
+    pub fn delete_node(&mut self, name: &str, st_nodes: &[Node]) -> Option<NodeRecord> {
+        let rec = self.nodes.remove(name)?;
+        self.pods.retain(|p| p.node.as_deref() != Some(name));
+        self.bump();
+        self.record("delete_node", name, None);
+        self.reconcile(st_nodes);
+        Some(rec)
+    }
+
+    /// Talos's graceful reset cordons its Node and evicts its pods first; an eviction a budget
+    /// refuses is logged and left, since the reset goes on (`CordonAndDrainNode` under
+    /// `taskErrorHandler(logError, ...)` in `v1alpha1_sequencer.go` @ v1.13.9).
+    pub fn cordon_and_drain(&mut self, name: &str, st_nodes: &[Node]) {
+        if self.patch_node(name, &serde_json::json!({"spec": {"unschedulable": true}})).is_err() {
+            return;
+        }
+        let pods: Vec<(String, String)> = self
+            .pods
+            .iter()
+            .filter(|p| p.node.as_deref() == Some(name))
+            .map(|p| (p.namespace.clone(), p.name.clone()))
+            .collect();
+        for (namespace, pod) in pods {
+            let _ = self.evict(&namespace, &pod, st_nodes);
+        }
+    }
+
     /// POST `pods/{name}/eviction`: the budget check, then the pod is deleted and its ReplicaSet
     /// creates a replacement on another schedulable node.
     pub fn evict(
