@@ -228,6 +228,7 @@ has_metadata!(
     machine::EtcdRemoveMemberById,
     machine::EtcdLeaveCluster,
     machine::Reboot,
+    machine::Shutdown,
     machine::Reset,
     machine::Upgrade,
     machine::ImagePull,

@@ -242,6 +242,12 @@ impl MachineService for FakeNode {
     async fn reset(&self, _: Request<ResetRequest>) -> Result<Response<ResetResponse>, Status> {
         unimplemented()
     }
+    async fn shutdown(
+        &self,
+        _: Request<ShutdownRequest>,
+    ) -> Result<Response<ShutdownResponse>, Status> {
+        unimplemented()
+    }
     async fn service_list(&self, _: Request<()>) -> Result<Response<ServiceListResponse>, Status> {
         unimplemented()
     }

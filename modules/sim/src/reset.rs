@@ -117,7 +117,15 @@ pub fn run(shared: &Arc<Shared>, idx: usize, plan: ResetPlan, actor: String) {
             };
             n.stage = Stage::Resetting;
             let leave = plan.graceful && n.is_control_plane() && n.etcd_data;
-            let etcd_down = n.etcd_stopped();
+            // Leaving fails where etcd is down here, or where etcd refuses to let this member
+            // go (the last one, or a live one whose going breaks the active quorum).
+            let own_id = st
+                .etcd
+                .as_ref()
+                .and_then(|ms| ms.iter().find(|m| m.node == idx))
+                .map(|m| m.id);
+            let etcd_down = st.nodes[idx].etcd_stopped()
+                || own_id.is_some_and(|id| st.may_remove_member(idx, id).is_err());
             shared.publish(&mut st, idx, &actor, sequence_event("reset", A::Start));
             shared.publish(
                 &mut st,

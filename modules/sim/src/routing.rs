@@ -131,7 +131,8 @@ fn allowed_roles(path: &str) -> &'static [&'static str] {
             "Events" | "Hostname" | "Memory" | "ServiceList" | "Version" => READ,
             "EtcdMemberList" | "EtcdStatus" => ETCD_READ,
             "EtcdSnapshot" => &["os:admin", "os:operator", "os:etcd:backup"],
-            "Reboot" | "ServiceRestart" | "ServiceStart" | "ServiceStop" | "ImagePull" => OPERATE,
+            "Reboot" | "Shutdown" | "ServiceRestart" | "ServiceStart" | "ServiceStop"
+            | "ImagePull" => OPERATE,
             _ => ADMIN,
         },
         _ => ADMIN,

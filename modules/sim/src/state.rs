@@ -192,6 +192,10 @@ pub struct Node {
     /// A legacy upgrade stopped the node's services before its installer refused to run; they
     /// stay stopped until the next boot (upstream's upgrade sequence has no way back).
     pub services_stopped: bool,
+    /// The node left etcd (EtcdLeaveCluster): its etcd service is stopped ("Finished") and its
+    /// data gone until the next boot, when it joins again (`LeaveCluster` in
+    /// `internal/pkg/etcd/etcd.go` @ v1.13.9).
+    pub etcd_left: bool,
     pub stage: Stage,
     pub events: Vec<EventRec>,
     pub faults: Faults,
@@ -232,7 +236,7 @@ impl Node {
     }
     /// The node's etcd member does not serve: the etcd_down fault, or services stopped.
     pub fn etcd_stopped(&self) -> bool {
-        self.faults.etcd_down || self.services_stopped
+        self.faults.etcd_down || self.services_stopped || self.etcd_left
     }
     /// The disk Talos is installed on (the simulator's nodes have one system disk).
     pub fn system_disk(&self) -> &'static str {
@@ -267,6 +271,27 @@ const USER_DISKS: &[&str] = &["/dev/sdb"];
 pub struct EtcdMember {
     pub node: usize,
     pub id: u64,
+}
+
+/// Why etcd refuses to remove a member: its own errors (etcd v3.6.12
+/// `server/etcdserver/errors/errors.go`, `api/v3rpc/rpctypes/error.go`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EtcdRefusal {
+    MemberNotFound,
+    NotEnoughStartedMembers,
+    Unhealthy,
+}
+
+impl EtcdRefusal {
+    pub fn text(self) -> &'static str {
+        match self {
+            EtcdRefusal::MemberNotFound => "etcdserver: member not found",
+            EtcdRefusal::NotEnoughStartedMembers => {
+                "etcdserver: re-configuration failed due to not enough started members"
+            }
+            EtcdRefusal::Unhealthy => "etcdserver: unhealthy cluster",
+        }
+    }
 }
 
 pub struct State {
@@ -438,7 +463,43 @@ impl State {
         }
         if let Some(n) = self.nodes.get_mut(node) {
             n.etcd_data = false;
+            n.etcd_left = true;
         }
+    }
+
+    /// Whether a node's etcd member serves: up, with its data, and its etcd running.
+    fn etcd_active(&self, node: usize) -> bool {
+        self.nodes
+            .get(node)
+            .is_some_and(|n| n.up && n.etcd_data && !n.etcd_stopped())
+    }
+
+    /// Whether etcd lets member `id` go when a member on node `via` is asked: etcd v3.6.12's
+    /// strict reconfiguration checks (`mayRemoveMember` in `server/etcdserver/server.go`,
+    /// `IsReadyToRemoveVotingMember` in `server/etcdserver/api/membership/cluster.go`), which
+    /// are all the quorum protection Talos has. Every simulated member has started, so the first
+    /// check refuses only the removal of the last member; a member that is down may always go;
+    /// removing a live one needs the live members but one to still be a quorum of the rest.
+    pub fn may_remove_member(&self, via: usize, id: u64) -> Result<(), EtcdRefusal> {
+        let members = self.etcd.as_deref().unwrap_or_default();
+        let Some(removed) = members.iter().find(|m| m.id == id) else {
+            return Err(EtcdRefusal::MemberNotFound);
+        };
+        let remaining = members.len() - 1;
+        if remaining < remaining / 2 + 1 {
+            return Err(EtcdRefusal::NotEnoughStartedMembers);
+        }
+        if removed.node != via && !self.etcd_active(removed.node) {
+            return Ok(());
+        }
+        let active = members
+            .iter()
+            .filter(|m| m.node == via || self.etcd_active(m.node))
+            .count();
+        if active - 1 < 1 + (members.len() - 1) / 2 {
+            return Err(EtcdRefusal::Unhealthy);
+        }
+        Ok(())
     }
 
     /// Sortable 20-character id (like Talos's xids: time first, then a counter).
@@ -504,6 +565,7 @@ impl Shared {
                 reboot_pending: false,
                 upgrade_running: false,
                 services_stopped: false,
+                etcd_left: false,
                 stage: Stage::Booting,
                 events: Vec::new(),
                 faults: Faults::default(),
@@ -659,6 +721,7 @@ impl Shared {
             n.schematic = Some(s);
         }
         n.services_stopped = false;
+        n.etcd_left = false;
         n.boot_id = new_uuid();
         n.events.clear();
         n.reboot_pending = false;
@@ -734,7 +797,7 @@ impl Shared {
             return;
         };
         for n in st.nodes.iter_mut() {
-            if n.up && n.is_control_plane() {
+            if n.up && n.is_control_plane() && !n.etcd_left {
                 if !members.iter().any(|m| m.node == n.index) {
                     members.push(EtcdMember {
                         node: n.index,
@@ -821,7 +884,57 @@ impl Shared {
             n.up = false;
             n.stage = Stage::ShuttingDown;
             n.generation += 1;
+            let name = crate::kube::node_name(n);
+            if st.kube.nodes.contains_key(&name) {
+                st.kube.record("node_down", &name, None);
+            }
             shared.notify(&st, idx);
+        });
+    }
+
+    /// MachineService/Shutdown's sequence, after the handler has answered with the actor id
+    /// (`internal/app/machined/internal/server/v1alpha1/v1alpha1_server.go` Shutdown and
+    /// `internal/app/machined/pkg/runtime/v1alpha1/v1alpha1_sequencer.go` Shutdown @ v1.13.9):
+    /// the "shutdown" sequence starts, without `force` the node cordons and drains itself
+    /// (`CordonAndDrainNode`, whose failures upstream only logs), its services stop
+    /// (`stopAllServices`, what `talosctl shutdown --wait` waits for), and it powers off.
+    pub fn shut_down(self: &Arc<Self>, idx: usize, actor_id: String, drain: bool) {
+        let shared = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            {
+                let mut st = shared.lock();
+                use pb::sequence_event::Action as A;
+                shared.publish(
+                    &mut st,
+                    idx,
+                    &actor_id,
+                    sequence_event("shutdown", A::Start),
+                );
+                shared.publish(
+                    &mut st,
+                    idx,
+                    "",
+                    machine_status_event(Stage::ShuttingDown, false),
+                );
+                let Some(n) = st.nodes.get_mut(idx) else {
+                    return;
+                };
+                n.stage = Stage::ShuttingDown;
+                if drain {
+                    let st = &mut *st;
+                    let name = crate::kube::node_name(&st.nodes[idx]);
+                    st.kube.cordon_and_drain(&name, &st.nodes);
+                }
+                shared.publish(
+                    &mut st,
+                    idx,
+                    &actor_id,
+                    task_event("stopAllServices", pb::task_event::Action::Start),
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            shared.power_off(idx, actor_id);
         });
     }
 

@@ -253,7 +253,10 @@ async fn a_graceful_reset_drains_and_a_deleted_node_stays_deleted() {
     let snapshot = cluster.kube_snapshot();
     let on: Vec<String> = web_nodes(&snapshot);
     assert_eq!(on.len(), 2, "{snapshot}");
-    assert!(!on.contains(&worker), "a pod stayed on the reset node: {on:?}");
+    assert!(
+        !on.contains(&worker),
+        "a pod stayed on the reset node: {on:?}"
+    );
     let actions: Vec<(String, String)> = snapshot["log"]
         .as_array()
         .unwrap()

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use ferro_talos_proto::machine::{
     self, ApplyConfigurationRequest, EventsRequest, ReadRequest, RebootRequest, ResetRequest,
+    ShutdownRequest,
 };
 use tonic::Streaming;
 
@@ -154,6 +155,15 @@ impl TalosClient {
         let op = "reboot";
         let req = self.request(RebootRequest { mode: mode as i32 }, self.opts.call_timeout)?;
         let resp = self.unary(op, self.machine().reboot(req)).await?;
+        Ok(self.first(op, resp.messages)?.actor_id)
+    }
+
+    /// Power the node off; returns the actor ID that tags the shutdown's events. Without `force`
+    /// the node cordons and drains itself first.
+    pub async fn shutdown(&self, force: bool) -> Result<String> {
+        let op = "shut down";
+        let req = self.request(ShutdownRequest { force }, self.opts.call_timeout)?;
+        let resp = self.unary(op, self.machine().shutdown(req)).await?;
         Ok(self.first(op, resp.messages)?.actor_id)
     }
 

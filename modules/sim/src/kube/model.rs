@@ -539,7 +539,10 @@ impl KubeState {
     /// refuses is logged and left, since the reset goes on (`CordonAndDrainNode` under
     /// `taskErrorHandler(logError, ...)` in `v1alpha1_sequencer.go` @ v1.13.9).
     pub fn cordon_and_drain(&mut self, name: &str, st_nodes: &[Node]) {
-        if self.patch_node(name, &serde_json::json!({"spec": {"unschedulable": true}})).is_err() {
+        if self
+            .patch_node(name, &serde_json::json!({"spec": {"unschedulable": true}}))
+            .is_err()
+        {
             return;
         }
         let pods: Vec<(String, String)> = self

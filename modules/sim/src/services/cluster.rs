@@ -59,7 +59,7 @@ fn evaluate(st: &State, i: usize, cps: &[String], workers: &[String]) -> Result<
                 let n = node(ip)
                     .filter(|n| n.listening())
                     .ok_or_else(|| unreachable(ip))?;
-                if n.services_stopped {
+                if n.services_stopped || n.etcd_left {
                     return Err(format!(
                         "{ip}: service \"etcd\" not in expected state \"Running\": current state [Finished] Service finished successfully"
                     ));

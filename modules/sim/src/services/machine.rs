@@ -10,7 +10,7 @@ use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status};
 
 use crate::routing::{BoxStream, Ctx, Target};
-use crate::state::{self, Shared, new_uuid, services_for};
+use crate::state::{self, EtcdRefusal, Shared, new_uuid, services_for};
 use crate::{apply, impl_item, pki};
 
 impl_item!(
@@ -24,6 +24,7 @@ impl_item!(
     ServiceStop,
     ServiceRestart,
     Reboot,
+    Shutdown,
     EtcdMembers,
     EtcdStatus,
     EtcdRemoveMemberById,
@@ -378,6 +379,9 @@ impl MachineService for Machine {
         Ok(Response::new(EtcdMemberListResponse { messages }))
     }
 
+    /// Upstream (`v1alpha1_server.go` EtcdRemoveMemberByID @ v1.13.9): the control-plane check,
+    /// then etcd's own; a member etcd does not know is NotFound, every other refusal Unknown
+    /// with Talos's two prefixes, the id in decimal.
     async fn etcd_remove_member_by_id(
         &self,
         request: Request<EtcdRemoveMemberByIdRequest>,
@@ -390,17 +394,49 @@ impl MachineService for Machine {
                 etcd_node_check(&shared, t, "etcd remove member")?;
                 let mut st = shared.lock();
                 let ip = st.nodes[t.idx].address.to_string();
-                let members = st.etcd.as_mut().ok_or_else(|| etcd_refused(&ip))?;
-                let Some(pos) = members.iter().position(|m| m.id == id) else {
-                    return Err(Status::unknown("etcdserver: member not found"));
+                let members = st.etcd.as_ref().ok_or_else(|| etcd_refused(&ip))?;
+                // The etcd client goes to any control plane, so a member that serves answers
+                // even when this node's own etcd does not.
+                let via = if st.nodes[t.idx].etcd_data && !st.nodes[t.idx].etcd_stopped() {
+                    t.idx
+                } else {
+                    members
+                        .iter()
+                        .map(|m| m.node)
+                        .find(|&n| st.nodes[n].up && !st.nodes[n].etcd_stopped())
+                        .ok_or_else(|| Status::unknown("etcdserver: no leader"))?
                 };
-                let node = members[pos].node;
+                match st.may_remove_member(via, id) {
+                    Err(EtcdRefusal::MemberNotFound) => {
+                        return Err(Status::not_found(format!(
+                            "failed to remove member {id}: {}",
+                            EtcdRefusal::MemberNotFound.text()
+                        )));
+                    }
+                    Err(refusal) => {
+                        return Err(Status::unknown(format!(
+                            "failed to remove member: failed to remove member {id}: {}",
+                            refusal.text()
+                        )));
+                    }
+                    Ok(()) => {}
+                }
+                let node = members
+                    .iter()
+                    .find(|m| m.id == id)
+                    .map(|m| m.node)
+                    .unwrap_or(usize::MAX);
                 st.leave_etcd(node);
                 one(EtcdRemoveMemberById { metadata: None })
             })?;
         Ok(Response::new(EtcdRemoveMemberByIdResponse { messages }))
     }
 
+    /// Upstream (`v1alpha1_server.go` EtcdLeaveCluster, `LeaveCluster` in
+    /// `internal/pkg/etcd/etcd.go` @ v1.13.9): the node removes its own member, stops etcd and
+    /// wipes its data. Without a running member it waits 3 minutes for its member id and fails;
+    /// an "unhealthy cluster" refusal is retried for 5 minutes. The simulator answers those at
+    /// once with the error upstream ends with.
     async fn etcd_leave_cluster(
         &self,
         request: Request<EtcdLeaveClusterRequest>,
@@ -409,8 +445,26 @@ impl MachineService for Machine {
         let messages = self
             .0
             .unary(request.metadata(), &path("EtcdLeaveCluster"), |t| {
-                etcd_node_check(&shared, t, "etcd leave cluster")?;
-                shared.lock().leave_etcd(t.idx);
+                etcd_node_check(&shared, t, "etcd leave")?;
+                let mut st = shared.lock();
+                let me = &st.nodes[t.idx];
+                let own = st
+                    .etcd
+                    .as_ref()
+                    .and_then(|ms| ms.iter().find(|m| m.node == t.idx))
+                    .map(|m| m.id);
+                let Some(id) = own.filter(|_| me.etcd_data && !me.etcd_stopped()) else {
+                    return Err(Status::unknown(
+                        "failed to leave cluster: failed to get local etcd member ID: context deadline exceeded",
+                    ));
+                };
+                if let Err(refusal) = st.may_remove_member(t.idx, id) {
+                    return Err(Status::unknown(format!(
+                        "failed to leave cluster: failed to remove member {id}: {}",
+                        refusal.text()
+                    )));
+                }
+                st.leave_etcd(t.idx);
                 one(EtcdLeaveCluster { metadata: None })
             })?;
         Ok(Response::new(EtcdLeaveClusterResponse { messages }))
@@ -600,6 +654,23 @@ impl MachineService for Machine {
         Ok(Response::new(RebootResponse { messages }))
     }
 
+    async fn shutdown(
+        &self,
+        request: Request<ShutdownRequest>,
+    ) -> Result<Response<ShutdownResponse>, Status> {
+        let shared = self.shared().clone();
+        let force = request.get_ref().force;
+        let messages = self.0.unary(request.metadata(), &path("Shutdown"), |t| {
+            let actor = new_uuid();
+            shared.shut_down(t.idx, actor.clone(), !force);
+            one(Shutdown {
+                metadata: None,
+                actor_id: actor,
+            })
+        })?;
+        Ok(Response::new(ShutdownResponse { messages }))
+    }
+
     async fn reset(
         &self,
         request: Request<ResetRequest>,
@@ -651,6 +722,13 @@ impl MachineService for Machine {
                                 )
                             }
                             _ if n.services_stopped => service_info(
+                                s,
+                                "Finished",
+                                None,
+                                "Service finished successfully",
+                                at,
+                            ),
+                            "etcd" if n.etcd_left => service_info(
                                 s,
                                 "Finished",
                                 None,
