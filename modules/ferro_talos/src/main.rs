@@ -9,8 +9,9 @@
 use std::path::Path;
 
 use ferro_talos_tasks::{
-    talos_apply, talos_bootstrap, talos_config, talos_etcd_snapshot, talos_health, talos_info,
-    talos_kubeconfig, talos_kubernetes_upgrade, talos_reset, talos_upgrade,
+    talos_apply, talos_bootstrap, talos_config, talos_etcd_member, talos_etcd_snapshot,
+    talos_health, talos_info, talos_kubeconfig, talos_kubernetes_upgrade, talos_reboot,
+    talos_reset, talos_shutdown, talos_upgrade,
 };
 
 use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Params, Spec, run_module};
@@ -23,7 +24,7 @@ type Module = (
 );
 
 /// The modules this program runs.
-const MODULES: [Module; 10] = [
+const MODULES: [Module; 13] = [
     ("talos_apply", talos_apply::spec, talos_apply::run),
     (
         "talos_bootstrap",
@@ -31,6 +32,11 @@ const MODULES: [Module; 10] = [
         talos_bootstrap::run,
     ),
     ("talos_config", talos_config::spec, talos_config::run),
+    (
+        "talos_etcd_member",
+        talos_etcd_member::spec,
+        talos_etcd_member::run,
+    ),
     (
         "talos_etcd_snapshot",
         talos_etcd_snapshot::spec,
@@ -48,7 +54,9 @@ const MODULES: [Module; 10] = [
         talos_kubernetes_upgrade::spec,
         talos_kubernetes_upgrade::run,
     ),
+    ("talos_reboot", talos_reboot::spec, talos_reboot::run),
     ("talos_reset", talos_reset::spec, talos_reset::run),
+    ("talos_shutdown", talos_shutdown::spec, talos_shutdown::run),
     ("talos_upgrade", talos_upgrade::spec, talos_upgrade::run),
 ];
 

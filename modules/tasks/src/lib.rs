@@ -6,23 +6,28 @@
 
 mod config_shape;
 pub mod connection;
+mod etcd_members;
 pub mod files;
 mod kube_access;
 mod kubernetes_manifests;
 mod kubernetes_removed;
 mod live_config;
+mod node_power;
 pub mod node_settings;
 mod options;
 pub mod render;
 pub mod talos_apply;
 pub mod talos_bootstrap;
 pub mod talos_config;
+pub mod talos_etcd_member;
 pub mod talos_etcd_snapshot;
 pub mod talos_health;
 pub mod talos_info;
 pub mod talos_kubeconfig;
 pub mod talos_kubernetes_upgrade;
+pub mod talos_reboot;
 pub mod talos_reset;
+pub mod talos_shutdown;
 pub mod talos_upgrade;
 mod upgrade_drain;
 

@@ -14,10 +14,11 @@ use std::time::{Duration, Instant};
 
 use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Opt, Params, Spec, Type};
 use ferro_talos_client::proto::machine::{ResetPartitionSpec, ResetRequest, reset_request};
-use ferro_talos_client::{ConnectOptions, Credentials, NodeMode, probe, wait_for_reboot};
+use ferro_talos_client::{ConnectOptions, Credentials, NodeMode, wait_for_reboot};
 use serde_json::json;
 
 use crate::connection::{self, Target, client_error, with_connection_options};
+use crate::node_power;
 
 /// The value `confirm` must have for a reset that keeps the installation.
 const CONFIRM_RESET: &str = "reset";
@@ -266,9 +267,11 @@ async fn reset(
     }
     let deadline = Instant::now() + plan.timeout;
     let outcome = match (plan.reboot, plan.wipe) {
-        (true, Wipe::Maintenance) => wait_for_probe(target, &opts, deadline, NodeMode::Maintenance)
-            .await
-            .map(|()| "it is back in maintenance mode".to_string()),
+        (true, Wipe::Maintenance) => {
+            node_power::wait_for_probe(target, &opts, deadline, NodeMode::Maintenance)
+                .await
+                .map(|()| "it is back in maintenance mode".to_string())
+        }
         (true, Wipe::UserDisks) => wait_for_reboot(
             &target.endpoint,
             target.routed().then_some(node.as_str()),
@@ -281,7 +284,7 @@ async fn reset(
         .map(|_| "it is back with its config".to_string())
         .map_err(|e| e.message),
         // Powered off, or nothing left to boot: the outcome is that it stops answering.
-        _ => wait_for_probe(target, &opts, deadline, NodeMode::Unreachable)
+        _ => node_power::wait_for_probe(target, &opts, deadline, NodeMode::Unreachable)
             .await
             .map(|()| "it no longer answers".to_string()),
     };
@@ -303,24 +306,4 @@ async fn reset(
         .with("node", node)
         .changed(true)),
     }
-}
-
-/// Probes the node until it is `wanted` (back in maintenance mode, or down: powered off or left
-/// without a bootable disk); the last state seen otherwise.
-async fn wait_for_probe(
-    target: &Target,
-    opts: &ConnectOptions,
-    deadline: Instant,
-    wanted: NodeMode,
-) -> Result<(), String> {
-    let mut last = String::from("no answer yet");
-    while Instant::now() < deadline {
-        match probe(target.maintenance_address(), opts).await {
-            Ok(mode) if mode == wanted => return Ok(()),
-            Ok(mode) => last = format!("{mode:?}").to_lowercase(),
-            Err(e) => last = e.to_string(),
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    Err(last)
 }

@@ -8,8 +8,9 @@ mod common;
 
 use common::{Kind, Module, Sim, assert_no_secret, four_checks, run_ok};
 use ferro_talos_tasks::{
-    talos_apply, talos_bootstrap, talos_config, talos_etcd_snapshot, talos_health, talos_info,
-    talos_kubeconfig, talos_kubernetes_upgrade, talos_reset, talos_upgrade,
+    talos_apply, talos_bootstrap, talos_config, talos_etcd_member, talos_etcd_snapshot,
+    talos_health, talos_info, talos_kubeconfig, talos_kubernetes_upgrade, talos_reboot,
+    talos_reset, talos_shutdown, talos_upgrade,
 };
 use serde_json::{Value, json};
 
@@ -62,6 +63,22 @@ const RESET: Module = Module {
     name: "talos_reset",
     spec: talos_reset::spec,
     run: talos_reset::run,
+};
+
+const REBOOT: Module = Module {
+    name: "talos_reboot",
+    spec: talos_reboot::spec,
+    run: talos_reboot::run,
+};
+const SHUTDOWN: Module = Module {
+    name: "talos_shutdown",
+    spec: talos_shutdown::spec,
+    run: talos_shutdown::run,
+};
+const ETCD_MEMBER: Module = Module {
+    name: "talos_etcd_member",
+    spec: talos_etcd_member::spec,
+    run: talos_etcd_member::run,
 };
 
 /// The Kubernetes release the nodes are configured with, and the patch release after it.
@@ -291,4 +308,77 @@ fn talos_upgrade_refuses_wait_false_with_a_drain_or_a_kubernetes_version() {
             assert!(!msg.contains("  "), "a run of spaces in {msg:?}");
         }
     }
+}
+
+#[test]
+fn talos_reboot_boots_the_node_anew_each_real_run() {
+    let sim = Sim::start(1, 1);
+    let secrets = bootstrapped(&sim);
+    let args = json!({"node": sim.node(1), "secrets_file": secrets, "timeout": 60});
+    let runs = four_checks(&sim, &REBOOT, &args, Kind::MakesNew);
+    assert_ne!(runs.real["boot_id"], runs.real["boot_id_before"], "{}", runs.real);
+    assert_eq!(runs.again["boot_id_before"], runs.real["boot_id"]);
+    assert_eq!(
+        sim.cluster().nodes()[1].boot_id,
+        runs.again["boot_id"].as_str().unwrap_or_default()
+    );
+}
+
+#[test]
+fn talos_shutdown_powers_a_worker_off_once() {
+    let sim = Sim::start(1, 1);
+    let secrets = bootstrapped(&sim);
+    let args = json!({
+        "node": sim.node(1), "secrets_file": secrets, "timeout": 60, "connect_timeout": 2,
+    });
+    let runs = four_checks(&sim, &SHUTDOWN, &args, Kind::Converges);
+    assert_eq!(runs.real["answered"], json!(true));
+    assert_eq!(runs.again["answered"], json!(false), "{}", runs.again);
+    assert!(
+        runs.again["warnings"].to_string().contains("nothing was sent"),
+        "{}",
+        runs.again
+    );
+    assert!(!sim.cluster().nodes()[1].up);
+}
+
+#[test]
+fn talos_etcd_member_lets_a_healthy_member_leave_once() {
+    let sim = Sim::start(3, 0);
+    let secrets = bootstrapped(&sim);
+    let args = json!({"node": sim.node(0), "secrets_file": secrets, "member": sim.node(2)});
+    let runs = four_checks(&sim, &ETCD_MEMBER, &args, Kind::Converges);
+    assert_eq!(runs.check["method"], json!("leave"), "{}", runs.check);
+    assert_eq!(runs.real["members"].as_array().map(Vec::len), Some(2));
+    let nodes = sim.cluster().nodes();
+    assert!(nodes[0].etcd_member && nodes[1].etcd_member && !nodes[2].etcd_member);
+}
+
+/// With one member down, the live ones stay (either going would leave one healthy member of
+/// two) and the dead one is removed by id, in check mode as for real.
+#[test]
+fn talos_etcd_member_removes_a_dead_member_and_keeps_the_quorum() {
+    let sim = Sim::start(3, 0);
+    let secrets = bootstrapped(&sim);
+    sim.cluster()
+        .update_faults(2, |f| f.etcd_down = true)
+        .expect("the fault is set");
+    let live = json!({"node": sim.node(0), "secrets_file": secrets, "member": sim.node(1)});
+    for how in [common::Run::Check, common::Run::Real] {
+        let before = sim.world();
+        let outcome = common::run(&ETCD_MEMBER, &live, how);
+        let msg = outcome.msg().unwrap_or_default().to_string();
+        assert!(outcome.failed(), "{}", outcome.json);
+        assert!(
+            msg.contains("not removing etcd member")
+                && msg.contains("keep 1 healthy member(s) of 2")
+                && msg.contains("nothing was changed"),
+            "{msg}"
+        );
+        assert_eq!(sim.world(), before, "a refused removal changed something");
+    }
+    let dead = json!({"node": sim.node(0), "secrets_file": secrets, "member": sim.node(2)});
+    let runs = four_checks(&sim, &ETCD_MEMBER, &dead, Kind::Converges);
+    assert_eq!(runs.real["method"], json!("remove_by_id"), "{}", runs.real);
+    assert!(!sim.cluster().nodes()[2].etcd_member);
 }

@@ -5,6 +5,7 @@ use ferro_talos_client::TalosClient;
 
 use super::report::Report;
 use crate::connection::Target;
+use crate::etcd_members;
 
 /// Refuses to take a control plane down for an OS upgrade when etcd could lose quorum: exactly two
 /// members (one down leaves one of two), or a member that is not started or not healthy. These are
@@ -34,41 +35,21 @@ pub(super) async fn etcd_quorum_guard(
         ));
     }
     for m in &members {
-        let name = if m.hostname.is_empty() {
-            format!("{:016x}", m.id)
-        } else {
-            format!("{} ({:016x})", m.hostname, m.id)
-        };
+        let name = etcd_members::label(m);
         if m.hostname.is_empty() {
             return Err(refuse(format!(
                 "etcd member {name} is not started; all members must be running to upgrade a control plane"
             )));
         }
-        let Some(host) = member_host(m) else {
+        let Some(host) = etcd_members::host(m) else {
             continue;
         };
-        let status = client.with_node(&host).etcd_status().await;
-        let problem = match status {
-            Ok(s) if s.errors.is_empty() => continue,
-            Ok(s) => s.errors.join("; "),
-            Err(e) => e.message,
-        };
-        return Err(refuse(format!(
-            "etcd member {name} on {host} is not healthy ({problem}); all members must be healthy to \
-             upgrade a control plane: fix it first (talosctl -n {host} service etcd)"
-        )));
+        if let Err(problem) = etcd_members::health(client, m).await {
+            return Err(refuse(format!(
+                "etcd member {name} on {host} is not healthy ({problem}); all members must be healthy to \
+                 upgrade a control plane: fix it first (talosctl -n {host} service etcd)"
+            )));
+        }
     }
     Ok(())
-}
-
-/// The address of an etcd member, from its first peer or client URL.
-fn member_host(m: &ferro_talos_client::proto::machine::EtcdMember) -> Option<String> {
-    let url = m.peer_urls.first().or(m.client_urls.first())?;
-    let rest = url.split_once("://").map_or(url.as_str(), |(_, r)| r);
-    let authority = rest.split('/').next().unwrap_or(rest);
-    let host = match authority.strip_prefix('[') {
-        Some(v6) => v6.split(']').next().unwrap_or(v6),
-        None => authority.rsplit_once(':').map_or(authority, |(h, _)| h),
-    };
-    (!host.is_empty()).then(|| host.to_string())
 }
