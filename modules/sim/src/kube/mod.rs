@@ -30,5 +30,5 @@ mod writes;
 pub use api::{request, snapshot};
 pub use components::Components;
 pub use listener::run;
-pub use model::{KubeState, node_name};
+pub use model::{KubeState, node_name, node_ready};
 pub use structs::to_struct;

@@ -104,10 +104,13 @@ fn evaluate(st: &State, i: usize, cps: &[String], workers: &[String]) -> Result<
             }
             Ok(())
         }
-        12 => match &st.health_fail {
-            Some(text) => Err(text.clone()),
-            None => Ok(()),
-        },
+        12 => {
+            k8s_nodes_ready(st)?;
+            match &st.health_fail {
+                Some(text) => Err(text.clone()),
+                None => Ok(()),
+            }
+        }
         9 => k8s_nodes_match(st, cps, workers),
         _ => Ok(()),
     }
@@ -133,10 +136,12 @@ fn k8s_nodes_match(st: &State, cps: &[String], workers: &[String]) -> Result<(),
             "Get \"{endpoint}/api/v1/nodes\": dial tcp {dial}: connect: connection refused"
         ));
     }
+    // The Node objects' addresses, a Node left behind by a machine that is gone included.
     let registered: Vec<String> = st
+        .kube
         .nodes
-        .iter()
-        .filter(|n| n.active.is_some())
+        .values()
+        .filter_map(|rec| st.nodes.get(rec.index))
         .map(|n| n.address.to_string())
         .collect();
     let expected: Vec<&String> = cps.iter().chain(workers.iter()).collect();
@@ -155,6 +160,26 @@ fn k8s_nodes_match(st: &State, cps: &[String], workers: &[String]) -> Result<(),
         ));
     }
     Ok(())
+}
+
+/// "all k8s nodes to report ready" (`K8sAllNodesReadyAssertion`, `pkg/cluster/check/kubernetes.go`
+/// @ v1.13.9): every Node object, expected or not, must be Ready; Go prints the names as `%v`.
+fn k8s_nodes_ready(st: &State) -> Result<(), String> {
+    let not_ready: Vec<&str> = st
+        .kube
+        .nodes
+        .iter()
+        .filter(|(_, rec)| !st.nodes.get(rec.index).is_some_and(crate::kube::node_ready))
+        .map(|(name, _)| name.as_str())
+        .collect();
+    if not_ready.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "some nodes are not ready: [{}]",
+            not_ready.join(" ")
+        ))
+    }
 }
 
 #[tonic::async_trait]
@@ -234,7 +259,15 @@ impl ClusterService for Cluster {
                         }
                         let mut last = String::new();
                         loop {
-                            let r = evaluate(&shared.lock(), i, &cps, &workers);
+                            let r = {
+                                // The Kubernetes checks list the Nodes through the API server,
+                                // which shows them as of now.
+                                let mut guard = shared.lock();
+                                let st = &mut *guard;
+                                let bootstrapped = st.etcd.is_some();
+                                st.kube.refresh(&st.nodes, bootstrapped);
+                                evaluate(st, i, &cps, &workers)
+                            };
                             match r {
                                 Ok(()) => {
                                     let _ = tx.send(msg(format!("waiting for {check}: OK"))).await;
