@@ -205,7 +205,11 @@ impl Kube {
     }
 
     /// DELETE of one object; a 404 is `Ok(false)`: already gone.
-    pub(crate) async fn delete_object(&self, collection: &str, name: &str) -> Result<bool, RequestError> {
+    pub(crate) async fn delete_object(
+        &self,
+        collection: &str,
+        name: &str,
+    ) -> Result<bool, RequestError> {
         let req = built(Request::new(collection).delete(name, &DeleteParams::default()))?;
         match self.transport.send::<serde_json::Value>(req).await {
             Ok(_) => Ok(true),

@@ -13,6 +13,7 @@ mod kubernetes_manifests;
 mod kubernetes_removed;
 mod live_config;
 mod node_power;
+mod node_removal;
 pub mod node_settings;
 mod options;
 pub mod render;

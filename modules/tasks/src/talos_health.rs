@@ -500,10 +500,18 @@ fn talos_check_failure(e: &ferro_talos_client::ClientError, progress: &[String])
     });
     // "all k8s nodes to report" needs the listed nodes to be exactly the cluster's
     // (pkg/cluster/check/kubernetes.go, cluster.NodesMatch at v1.13.9).
+    // A Node left behind by a machine that was reset or is gone fails both (every Node must be
+    // Ready, `K8sAllNodesReadyAssertion`): it goes with kubectl delete node, or with talos_reset's
+    // delete_kubernetes_node.
     let advice = match &failing {
         Some(f) if f.starts_with("all k8s nodes to report: ") => {
             "; list every node of the cluster in control_plane_nodes and worker_nodes (or neither, \
-             to let Talos find them)"
+             to let Talos find them); a Node of a machine that left the cluster stays until it is \
+             deleted (kubectl delete node, or talos_reset's delete_kubernetes_node)"
+        }
+        Some(f) if f.starts_with("all k8s nodes to report ready: ") => {
+            "; a Node of a machine that left the cluster stays NotReady until it is deleted \
+             (kubectl delete node, or talos_reset's delete_kubernetes_node)"
         }
         _ => "",
     };

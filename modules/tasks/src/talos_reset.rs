@@ -18,7 +18,9 @@ use ferro_talos_client::{ConnectOptions, Credentials, NodeMode, wait_for_reboot}
 use serde_json::json;
 
 use crate::connection::{self, Target, client_error, with_connection_options};
+use crate::kube_access::KubeCredentials;
 use crate::node_power;
+use crate::node_removal;
 
 /// The value `confirm` must have for a reset that keeps the installation.
 const CONFIRM_RESET: &str = "reset";
@@ -73,6 +75,16 @@ struct Plan {
     reboot: bool,
     wait: bool,
     timeout: Duration,
+    kubernetes_node: KubernetesNode,
+}
+
+/// What becomes of the node's Kubernetes Node object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum KubernetesNode {
+    /// It stays (NotReady) until someone deletes it.
+    Keep,
+    /// It is deleted once the machine has left, as `kubectl delete node` would.
+    Delete,
 }
 
 impl Plan {
@@ -141,6 +153,8 @@ pub fn spec() -> Spec {
         .option(Opt::bool("reboot").default(true))
         .option(Opt::bool("wait").default(true))
         .option(Opt::int("timeout").default(600))
+        .option(Opt::bool("delete_kubernetes_node").default(false))
+        .option(Opt::path("kubeconfig"))
 }
 
 pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
@@ -148,7 +162,18 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
     let target = Target::from_params(p)?;
     let opts = connection::connect_options(p, Duration::from_secs(60))?;
     let creds = connection::credentials(ctx, p)?;
-    connection::block_on(reset(ctx, &target, creds.map(|c| c.0), opts, plan))?
+    let kube_creds = match plan.kubernetes_node {
+        KubernetesNode::Delete => KubeCredentials::from_params(ctx, p)?,
+        KubernetesNode::Keep => KubeCredentials::Unused,
+    };
+    connection::block_on(reset(
+        ctx,
+        &target,
+        creds.map(|c| c.0),
+        &kube_creds,
+        opts,
+        plan,
+    ))?
 }
 
 fn plan(p: &Params) -> Result<Plan, ModuleError> {
@@ -196,6 +221,23 @@ fn plan(p: &Params) -> Result<Plan, ModuleError> {
         )));
     }
     let timeout = crate::options::wait_seconds(p, "timeout", 600)?;
+    let kubernetes_node = if p.bool("delete_kubernetes_node") {
+        KubernetesNode::Delete
+    } else {
+        KubernetesNode::Keep
+    };
+    if kubernetes_node == KubernetesNode::Delete && !p.bool("wait") {
+        return Err(ModuleError::new(
+            "delete_kubernetes_node needs wait: true: the Node can only go once the machine has \
+             left (a running kubelet registers it again); remove wait: false",
+        ));
+    }
+    if kubernetes_node == KubernetesNode::Delete && wipe == Wipe::UserDisks {
+        return Err(ModuleError::new(
+            "delete_kubernetes_node is for a node that leaves the cluster, and wipe=user_disks keeps \
+             its config (its kubelet registers the Node again); remove delete_kubernetes_node",
+        ));
+    }
     Ok(Plan {
         wipe,
         user_disks,
@@ -203,6 +245,7 @@ fn plan(p: &Params) -> Result<Plan, ModuleError> {
         reboot: p.bool("reboot"),
         wait: p.bool("wait"),
         timeout,
+        kubernetes_node,
     })
 }
 
@@ -210,6 +253,7 @@ async fn reset(
     ctx: &mut Context,
     target: &Target,
     creds: Option<Credentials>,
+    kube_creds: &KubeCredentials,
     opts: ConnectOptions,
     plan: Plan,
 ) -> Result<ModuleResult, ModuleError> {
@@ -242,12 +286,43 @@ async fn reset(
         .with("wiped", plan.wiped())
         .with("needs_installation_media", plan.wipe == Wipe::SystemDisk);
     result.changed = true;
-    if ctx.check_mode {
-        return Ok(result.msg(format!("would {}", plan.summary(&node))));
-    }
     let client = connection::connect(target, &creds, opts.clone())
         .await
         .map_err(|e| client_error(ctx, e))?;
+    if plan.graceful {
+        node_removal::etcd_guard(&client, &node).await.map_err(|why| {
+            ModuleError::new(format!(
+                "not resetting {node}: a graceful reset leaves etcd before it wipes anything, and {why}; \
+                 Talos would stop the reset there with the node cordoned and drained; bring the \
+                 unhealthy members back first, or set graceful: false to reset it without leaving \
+                 etcd (then remove its member with ferro.talos.talos_etcd_member); nothing was changed"
+            ))
+            .with("node", node.clone())
+        })?;
+    }
+    let kube_node = match plan.kubernetes_node {
+        KubernetesNode::Keep => None,
+        KubernetesNode::Delete => node_removal::find(&client, &node, kube_creds)
+            .await
+            .map_err(|why| ModuleError::new(why).with("node", node.clone()))?,
+    };
+    if let Some(k) = &kube_node {
+        let exists = k
+            .exists()
+            .await
+            .map_err(|why| ModuleError::new(why).with("node", node.clone()))?;
+        result = result.with(
+            "kubernetes_node",
+            json!({"name": k.name, "deleted": false, "existed": exists}),
+        );
+    }
+    if ctx.check_mode {
+        let node_words = kube_node
+            .as_ref()
+            .map(|k| format!(", then delete its Kubernetes Node {}", k.name))
+            .unwrap_or_default();
+        return Ok(result.msg(format!("would {}{node_words}", plan.summary(&node))));
+    }
     let old_boot_id = client.boot_id().await.unwrap_or(None);
     client
         .reset(plan.request())
@@ -289,10 +364,33 @@ async fn reset(
             .map(|()| "it no longer answers".to_string()),
     };
     match outcome {
-        Ok(state) => Ok(result.with("state", state.clone()).msg(format!(
-            "reset {node} ({}); {state}",
-            plan.wiped().join(", ")
-        ))),
+        Ok(state) => {
+            let mut deleted_words = String::new();
+            if let Some(k) = &kube_node {
+                let deleted = k.delete().await.map_err(|why| {
+                    ModuleError::new(format!(
+                        "reset {node} ({}), but its Kubernetes Node {} could not be deleted: {why}; \
+                         delete it with kubectl delete node {}",
+                        plan.wiped().join(", "),
+                        k.name,
+                        k.name
+                    ))
+                    .with("node", node.clone())
+                    .changed(true)
+                })?;
+                result = result.with(
+                    "kubernetes_node",
+                    json!({"name": k.name, "deleted": deleted, "existed": deleted}),
+                );
+                if deleted {
+                    deleted_words = format!("; deleted its Kubernetes Node {}", k.name);
+                }
+            }
+            Ok(result.with("state", state.clone()).msg(format!(
+                "reset {node} ({}); {state}{deleted_words}",
+                plan.wiped().join(", ")
+            )))
+        }
         Err(last) => Err(ModuleError::new(format!(
             "reset {node} ({}), but {} within {}s (last: {last}); check its console",
             plan.wiped().join(", "),

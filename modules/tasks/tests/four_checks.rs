@@ -316,7 +316,11 @@ fn talos_reboot_boots_the_node_anew_each_real_run() {
     let secrets = bootstrapped(&sim);
     let args = json!({"node": sim.node(1), "secrets_file": secrets, "timeout": 60});
     let runs = four_checks(&sim, &REBOOT, &args, Kind::MakesNew);
-    assert_ne!(runs.real["boot_id"], runs.real["boot_id_before"], "{}", runs.real);
+    assert_ne!(
+        runs.real["boot_id"], runs.real["boot_id_before"],
+        "{}",
+        runs.real
+    );
     assert_eq!(runs.again["boot_id_before"], runs.real["boot_id"]);
     assert_eq!(
         sim.cluster().nodes()[1].boot_id,
@@ -335,7 +339,9 @@ fn talos_shutdown_powers_a_worker_off_once() {
     assert_eq!(runs.real["answered"], json!(true));
     assert_eq!(runs.again["answered"], json!(false), "{}", runs.again);
     assert!(
-        runs.again["warnings"].to_string().contains("nothing was sent"),
+        runs.again["warnings"]
+            .to_string()
+            .contains("nothing was sent"),
         "{}",
         runs.again
     );
@@ -381,4 +387,62 @@ fn talos_etcd_member_removes_a_dead_member_and_keeps_the_quorum() {
     let runs = four_checks(&sim, &ETCD_MEMBER, &dead, Kind::Converges);
     assert_eq!(runs.real["method"], json!("remove_by_id"), "{}", runs.real);
     assert!(!sim.cluster().nodes()[2].etcd_member);
+}
+
+/// Scaling down by one control plane: a graceful reset leaves etcd, and the Node is deleted once
+/// the machine is back in maintenance mode, so Talos's health check of the nodes that stay passes
+/// (it matches Nodes and nodes both ways: `pkg/cluster/check/kubernetes.go` @ v1.13.9).
+#[test]
+fn talos_reset_takes_a_control_plane_out_of_etcd_and_kubernetes_once() {
+    let sim = Sim::start(3, 1);
+    let secrets = bootstrapped(&sim);
+    let args = json!({
+        "node": sim.node(2), "secrets_file": secrets, "confirm": "reset", "timeout": 60,
+        "delete_kubernetes_node": true,
+    });
+    let runs = four_checks(&sim, &RESET, &args, Kind::Converges);
+    assert_eq!(
+        runs.check["kubernetes_node"]["existed"],
+        json!(true),
+        "{}",
+        runs.check
+    );
+    assert_eq!(
+        runs.real["kubernetes_node"]["deleted"],
+        json!(true),
+        "{}",
+        runs.real
+    );
+    let nodes = sim.cluster().nodes();
+    assert!(nodes[2].maintenance && !nodes[2].etcd_member);
+    assert!(nodes[0].etcd_member && nodes[1].etcd_member);
+    let mut health = health_args(&sim, &secrets);
+    health["control_plane_nodes"] = json!([sim.node(0), sim.node(1)]);
+    run_ok(&HEALTH, &health);
+}
+
+/// etcd's only member cannot leave it, and Talos aborts a graceful reset whose leave fails: the
+/// module says so before anything is sent, in check mode too.
+#[test]
+fn talos_reset_refuses_a_graceful_reset_of_etcds_last_member() {
+    let sim = Sim::start(1, 0);
+    let secrets = bootstrapped(&sim);
+    let args = json!({
+        "node": sim.node(0), "secrets_file": secrets, "confirm": "reset", "timeout": 60,
+    });
+    for how in [common::Run::Check, common::Run::Real] {
+        let before = sim.world();
+        let outcome = common::run(&RESET, &args, how);
+        let msg = outcome.msg().unwrap_or_default().to_string();
+        assert!(outcome.failed(), "{}", outcome.json);
+        assert!(
+            msg.contains("etcd's only member") && msg.contains("graceful: false"),
+            "{msg}"
+        );
+        assert_eq!(sim.world(), before, "a refused reset changed something");
+    }
+    let mut forced = args.clone();
+    forced["graceful"] = json!(false);
+    run_ok(&RESET, &forced);
+    assert!(sim.cluster().nodes()[0].maintenance);
 }
