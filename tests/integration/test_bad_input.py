@@ -55,6 +55,28 @@ RESET = [
     ("graceful not a bool", {"node": NOWHERE, "confirm": "reset", "graceful": "maybe"}, "graceful"),
     ("timeout zero", {"node": NOWHERE, "confirm": "reset", "timeout": 0}, "timeout"),
     ("node unreachable", {"node": NOWHERE, "confirm": "reset", "secrets_file": "{s}", "connect_timeout": 2}, "unreachable"),
+    ("delete_kubernetes_node without waiting", {"node": NOWHERE, "confirm": "reset", "delete_kubernetes_node": True, "wait": False}, "delete_kubernetes_node needs wait: true"),
+    ("delete_kubernetes_node keeping the config", {"node": NOWHERE, "confirm": "reset", "wipe": "user_disks", "user_disks": ["/dev/sdb"], "delete_kubernetes_node": True}, "remove delete_kubernetes_node"),
+]
+
+REBOOT = [
+    ("bad mode", {"node": NOWHERE, "secrets_file": "{s}", "mode": "hard"}, "mode"),
+    ("timeout zero", {"node": NOWHERE, "secrets_file": "{s}", "timeout": 0}, "timeout"),
+    ("no credentials", {"node": NOWHERE, "talosconfig": "/nonexistent/talosconfig"}, "no credentials"),
+    ("node unreachable", {"node": NOWHERE, "secrets_file": "{s}", "connect_timeout": 2}, "does not answer"),
+]
+
+SHUTDOWN = [
+    ("force not a bool", {"node": NOWHERE, "secrets_file": "{s}", "force": "hard"}, "force"),
+    ("timeout too large", {"node": NOWHERE, "secrets_file": "{s}", "timeout": 10**9}, "timeout"),
+    ("no credentials", {"node": NOWHERE, "talosconfig": "/nonexistent/talosconfig"}, "no credentials"),
+]
+
+ETCD_MEMBER = [
+    ("member missing", {"node": NOWHERE, "secrets_file": "{s}"}, "member"),
+    ("member empty", {"node": NOWHERE, "secrets_file": "{s}", "member": " "}, "member must name the etcd member"),
+    ("state present", {"node": NOWHERE, "secrets_file": "{s}", "member": "cp3", "state": "present"}, "state"),
+    ("node unreachable", {"node": NOWHERE, "secrets_file": "{s}", "member": "cp3", "connect_timeout": 2}, "does not answer"),
 ]
 
 SNAPSHOT = [
@@ -71,6 +93,9 @@ CASES = (
     + [("talos_info", *c) for c in COMMON + INFO]
     + [("talos_reset", *c) for c in RESET]
     + [("talos_etcd_snapshot", *c) for c in SNAPSHOT]
+    + [("talos_reboot", *c) for c in REBOOT]
+    + [("talos_shutdown", *c) for c in SHUTDOWN]
+    + [("talos_etcd_member", *c) for c in ETCD_MEMBER]
 )
 
 
