@@ -1,0 +1,217 @@
+//! One HTTP/1.1 request per connection to a factory: plain HTTP (a factory on a private network,
+//! or the tests' own) or HTTPS over rustls with the system's roots, or a CA file for a factory
+//! behind a private CA.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::TokioIo;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
+use tokio::net::TcpStream;
+
+use crate::error::{FactoryError, FactoryErrorKind};
+
+/// Where one factory is and how to reach it.
+#[derive(Clone)]
+pub struct Endpoint {
+    pub base: String,
+    host: String,
+    port: u16,
+    tls: Option<(ServerName<'static>, Arc<rustls::ClientConfig>)>,
+    timeout: Duration,
+}
+
+/// A factory's answer: its status and body.
+pub struct Answer {
+    pub status: u16,
+    pub body: Bytes,
+}
+
+fn config_error(message: String) -> FactoryError {
+    FactoryError::new(FactoryErrorKind::Config, message)
+}
+
+impl Endpoint {
+    /// `base` is the factory's URL (`https://factory.talos.dev`); `ca_file` replaces the system's
+    /// roots for HTTPS.
+    pub fn new(
+        base: &str,
+        ca_file: Option<&Path>,
+        timeout: Duration,
+    ) -> Result<Endpoint, FactoryError> {
+        let base = base.trim().trim_end_matches('/').to_string();
+        let uri: http::Uri = base.parse().map_err(|_| {
+            config_error(format!(
+                "{base:?} is not a URL; write it like https://factory.talos.dev"
+            ))
+        })?;
+        let https = match uri.scheme_str() {
+            Some("https") => true,
+            Some("http") => false,
+            _ => {
+                return Err(config_error(format!(
+                    "{base:?} has no http:// or https:// scheme; write it like https://factory.talos.dev"
+                )));
+            }
+        };
+        if uri.path() != "/" && !uri.path().is_empty() {
+            return Err(config_error(format!(
+                "{base:?} has a path; the factory's URL is its scheme and host, like https://factory.talos.dev"
+            )));
+        }
+        let host = uri
+            .host()
+            .ok_or_else(|| config_error(format!("{base:?} has no host")))?
+            .trim_matches(|c| c == '[' || c == ']')
+            .to_string();
+        let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
+        let tls = if https {
+            let name = ServerName::try_from(host.clone()).map_err(|_| {
+                config_error(format!(
+                    "{host} is not a host name a certificate can be checked against"
+                ))
+            })?;
+            Some((name, Arc::new(tls_config(ca_file)?)))
+        } else {
+            None
+        };
+        Ok(Endpoint {
+            base,
+            host,
+            port,
+            tls,
+            timeout,
+        })
+    }
+
+    pub async fn get(&self, path: &str) -> Result<Answer, FactoryError> {
+        self.send(http::Method::GET, path, None).await
+    }
+
+    pub async fn post_yaml(&self, path: &str, body: &str) -> Result<Answer, FactoryError> {
+        self.send(http::Method::POST, path, Some(body.as_bytes().to_vec()))
+            .await
+    }
+
+    async fn send(
+        &self,
+        method: http::Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+    ) -> Result<Answer, FactoryError> {
+        let what = format!("{method} {}{path}", self.base);
+        tokio::time::timeout(self.timeout, self.exchange(method, path, body))
+            .await
+            .map_err(|_| {
+                FactoryError::new(
+                    FactoryErrorKind::Unreachable,
+                    format!("{what}: no answer within {}s", self.timeout.as_secs()),
+                )
+            })?
+            .map_err(|why| {
+                FactoryError::new(FactoryErrorKind::Unreachable, format!("{what}: {why}"))
+            })
+    }
+
+    async fn exchange(
+        &self,
+        method: http::Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+    ) -> Result<Answer, String> {
+        let tcp = TcpStream::connect((self.host.as_str(), self.port))
+            .await
+            .map_err(|e| format!("connect: {e}"))?;
+        let _ = tcp.set_nodelay(true);
+        let authority = if self.host.contains(':') {
+            format!("[{}]:{}", self.host, self.port)
+        } else {
+            format!("{}:{}", self.host, self.port)
+        };
+        let mut request = http::Request::builder()
+            .method(method)
+            .uri(path)
+            .header(http::header::HOST, authority)
+            .header(http::header::USER_AGENT, "ferro.talos");
+        if body.is_some() {
+            request = request.header(http::header::CONTENT_TYPE, "application/yaml");
+        }
+        let request = request
+            .body(Full::new(Bytes::from(body.unwrap_or_default())))
+            .map_err(|e| format!("the request: {e}"))?;
+        match &self.tls {
+            Some((name, config)) => {
+                let tls = tokio_rustls::TlsConnector::from(config.clone())
+                    .connect(name.clone(), tcp)
+                    .await
+                    .map_err(|e| format!("TLS handshake: {e}"))?;
+                round_trip(TokioIo::new(tls), request).await
+            }
+            None => round_trip(TokioIo::new(tcp), request).await,
+        }
+    }
+}
+
+async fn round_trip<T>(io: T, request: http::Request<Full<Bytes>>) -> Result<Answer, String>
+where
+    T: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(io)
+        .await
+        .map_err(|e| format!("HTTP: {e}"))?;
+    let driver = tokio::spawn(conn);
+    let answer = sender
+        .send_request(request)
+        .await
+        .map_err(|e| format!("request: {e}"))?;
+    let status = answer.status().as_u16();
+    let body = answer
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| format!("reading the answer: {e}"))?
+        .to_bytes();
+    driver.abort();
+    Ok(Answer { status, body })
+}
+
+fn tls_config(ca_file: Option<&Path>) -> Result<rustls::ClientConfig, FactoryError> {
+    let mut roots = rustls::RootCertStore::empty();
+    match ca_file {
+        Some(path) => {
+            let pem = std::fs::read(path).map_err(|e| {
+                config_error(format!("ca_file {}: cannot read it ({e})", path.display()))
+            })?;
+            for der in CertificateDer::pem_slice_iter(&pem) {
+                let der = der
+                    .map_err(|_| config_error(format!("ca_file {} is not PEM", path.display())))?;
+                roots
+                    .add(der)
+                    .map_err(|e| config_error(format!("ca_file {}: {e}", path.display())))?;
+            }
+        }
+        None => {
+            let found = rustls_native_certs::load_native_certs();
+            for der in found.certs {
+                let _ = roots.add(der);
+            }
+        }
+    }
+    if roots.is_empty() {
+        return Err(config_error(
+            "no certificate authority to check the factory's certificate against: the system has none \
+             (install ca-certificates) and ca_file is not set"
+                .into(),
+        ));
+    }
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    Ok(rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| config_error(format!("TLS: {e}")))?
+        .with_root_certificates(roots)
+        .with_no_client_auth())
+}
