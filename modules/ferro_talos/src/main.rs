@@ -10,8 +10,8 @@ use std::path::Path;
 
 use ferro_talos_tasks::{
     talos_apply, talos_bootstrap, talos_config, talos_etcd_member, talos_etcd_snapshot,
-    talos_health, talos_info, talos_kubeconfig, talos_kubernetes_upgrade, talos_reboot,
-    talos_reset, talos_shutdown, talos_upgrade,
+    talos_health, talos_image_factory, talos_info, talos_kubeconfig, talos_kubernetes_upgrade,
+    talos_reboot, talos_reset, talos_shutdown, talos_upgrade,
 };
 
 use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Params, Spec, run_module};
@@ -24,7 +24,7 @@ type Module = (
 );
 
 /// The modules this program runs.
-const MODULES: [Module; 13] = [
+const MODULES: [Module; 14] = [
     ("talos_apply", talos_apply::spec, talos_apply::run),
     (
         "talos_bootstrap",
@@ -43,6 +43,11 @@ const MODULES: [Module; 13] = [
         talos_etcd_snapshot::run,
     ),
     ("talos_health", talos_health::spec, talos_health::run),
+    (
+        "talos_image_factory",
+        talos_image_factory::spec,
+        talos_image_factory::run,
+    ),
     ("talos_info", talos_info::spec, talos_info::run),
     (
         "talos_kubeconfig",

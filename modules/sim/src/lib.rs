@@ -37,6 +37,7 @@ pub mod blocks;
 pub mod config;
 pub mod control;
 mod decode;
+pub mod factory;
 mod fault_kind;
 mod install;
 mod kube;

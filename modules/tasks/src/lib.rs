@@ -23,6 +23,7 @@ pub mod talos_config;
 pub mod talos_etcd_member;
 pub mod talos_etcd_snapshot;
 pub mod talos_health;
+pub mod talos_image_factory;
 pub mod talos_info;
 pub mod talos_kubeconfig;
 pub mod talos_kubernetes_upgrade;

@@ -83,6 +83,16 @@ pub enum Command {
         #[arg(long)]
         state_dir: PathBuf,
     },
+    /// Serve a small Talos Image Factory (schematics, versions, extensions, overlays) over plain
+    /// HTTP until stopped; prints `READY {"url": ...}` once it listens.
+    Factory {
+        /// Where to listen, e.g. 127.0.250.9:0 (port 0 picks a free one).
+        #[arg(long)]
+        listen: SocketAddr,
+        /// Stop once process PID has exited.
+        #[arg(long, value_name = "PID")]
+        parent_pid: Option<u32>,
+    },
     /// Add a Deployment-like workload to the running simulator's Kubernetes (its pods go on the
     /// workers), with a PodDisruptionBudget when --min-available is given.
     Workload {

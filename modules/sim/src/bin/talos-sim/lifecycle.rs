@@ -354,3 +354,32 @@ pub fn stop(dir: &Path, timeout: Duration) -> Result<()> {
     );
     Ok(())
 }
+
+/// `talos-sim factory`: the test Image Factory until SIGTERM/SIGINT or the exit of --parent-pid.
+pub fn factory(listen: std::net::SocketAddr, parent_pid: Option<u32>) -> Result<()> {
+    let parent = parent_pid
+        .map(|pid| {
+            process_start(pid)
+                .map(|started| (pid, started))
+                .ok_or_else(|| anyhow!("--parent-pid {pid}: no such process (in /proc)"))
+        })
+        .transpose()?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        let server = ferro_talos_sim::factory::FactoryServer::start(listen).await?;
+        let ready = serde_json::json!({"url": server.url()});
+        let _ = writeln!(std::io::stdout(), "READY {ready}");
+        let _ = std::io::stdout().flush();
+        match parent {
+            Some((pid, started)) => tokio::select! {
+                _ = shutdown_signal() => {},
+                _ = exited(pid, started) => {},
+            },
+            None => shutdown_signal().await,
+        }
+        server.stop();
+        Ok(())
+    })
+}

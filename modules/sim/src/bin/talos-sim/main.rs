@@ -42,6 +42,7 @@ fn main() {
         }) => requests::fault(&state_dir, node, kind, delay_ms, clear),
         Some(Command::Control { state_dir, request }) => requests::control(&state_dir, &request),
         Some(Command::Kube { state_dir }) => requests::kube(&state_dir),
+        Some(Command::Factory { listen, parent_pid }) => lifecycle::factory(listen, parent_pid),
         Some(Command::Workload {
             state_dir,
             name,
