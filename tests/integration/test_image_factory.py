@@ -1,0 +1,105 @@
+"""talos_image_factory through ansible-playbook against `talos-sim factory`, the project's test
+Image Factory (written from siderolabs/image-factory v1.5.0's API, with a canonical form of its
+own): check mode creates nothing, the schematic is created once, its installer goes into a
+node's config with talos_config, and what the factory would only refuse when it builds an image
+fails before anything is created.
+"""
+
+import json
+import os
+import subprocess
+import urllib.request
+
+import pytest
+import yaml
+
+from talos_sim import binary
+
+
+@pytest.fixture
+def factory():
+    """A test factory on 127.0.0.1 (an ephemeral port), stopped when the test ends."""
+    proc = subprocess.Popen(
+        [str(binary()), "factory", "--listen", "127.0.0.1:0", "--parent-pid", str(os.getpid())],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    line = proc.stdout.readline()
+    assert line.startswith("READY "), line
+    url = json.loads(line[len("READY ") :])["url"]
+    yield url
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+def stored(url):
+    with urllib.request.urlopen(f"{url}/_talos-sim/state", timeout=10) as answer:
+        return json.load(answer)
+
+
+def play(*tasks):
+    return yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": list(tasks)}])
+
+
+def test_schematic_created_once_and_its_installer_goes_into_the_config(ansible, factory, tmp_path):
+    schematic = {
+        "name": "schematic",
+        "ferro.talos.talos_image_factory": {
+            "factory_url": factory,
+            "extensions": ["siderolabs/iscsi-tools", "siderolabs/util-linux-tools"],
+            "talos_version": "v1.13.9",
+        },
+        "register": "image",
+    }
+    check = ansible.run(play(schematic), check=True, diff=True)
+    assert check.rc == 0, check.output
+    result = check.task("schematic")["result"]
+    assert result["changed"] and stored(factory) == {"schematics": [], "posts": 0}
+    assert "siderolabs/iscsi-tools" in check.output  # the diff
+
+    render = {
+        "name": "render",
+        "ferro.talos.talos_config": {
+            "secrets_file": str(tmp_path / "secrets.yaml"),
+            "generate_secrets": True,
+            "machine_type": "worker",
+            "cluster_name": "factory",
+            "cluster_endpoint": "https://127.0.0.1:6443",
+            "install_image": "{{ image.installer }}",
+            "dest": str(tmp_path / "worker.yaml"),
+        },
+    }
+    run = ansible.run(play(schematic, render))
+    assert run.rc == 0, run.output
+    result = run.task("schematic")["result"]
+    assert result["changed"]
+    assert stored(factory) == {"schematics": [result["schematic_id"]], "posts": 1}
+    assert result["schematic_id"] == check.task("schematic")["result"]["schematic_id"]
+    host = factory.removeprefix("http://")
+    assert result["installer"] == f"{host}/metal-installer/{result['schematic_id']}:v1.13.9"
+    config = yaml.safe_load_all((tmp_path / "worker.yaml").read_text())
+    v1alpha1 = next(d for d in config if d and "machine" in d)
+    assert v1alpha1["machine"]["install"]["image"] == result["installer"]
+
+    again = ansible.run(play(schematic))
+    assert again.rc == 0, again.output
+    assert not again.task("schematic")["result"]["changed"]
+    assert stored(factory)["posts"] == 1
+
+
+def test_an_unknown_extension_fails_before_anything_is_created(ansible, factory):
+    task = {
+        "name": "schematic",
+        "ferro.talos.talos_image_factory": {
+            "factory_url": factory,
+            "extensions": ["siderolabs/iscsi"],
+            "talos_version": "v1.13.9",
+        },
+    }
+    for check in (True, False):
+        run = ansible.run(play(task), check=check)
+        assert run.rc != 0
+        msg = run.task("schematic")["result"]["msg"]
+        assert '"siderolabs/iscsi" is not an official extension of Talos v1.13.9' in msg, msg
+        assert "siderolabs/iscsi-tools" in msg, msg
+    assert stored(factory) == {"schematics": [], "posts": 0}
