@@ -103,3 +103,21 @@ def test_an_unknown_extension_fails_before_anything_is_created(ansible, factory)
         assert '"siderolabs/iscsi" is not an official extension of Talos v1.13.9' in msg, msg
         assert "siderolabs/iscsi-tools" in msg, msg
     assert stored(factory) == {"schematics": [], "posts": 0}
+
+
+def test_the_readme_factory_example_runs_as_written(ansible, factory, tmp_path):
+    """README.md's factory.yml, with the test factory's URL where the public factory would be."""
+    from test_readme import Project, readme_files
+
+    text = readme_files()["factory.yml"]
+    module = "      ferro.talos.talos_image_factory:\n"
+    assert module in text
+    project = Project(tmp_path / "project", ansible)
+    project.write("factory.yml", text.replace(module, module + f"        factory_url: {factory}\n"))
+    check = project.run("ansible-playbook factory.yml --check")
+    assert check.rc == 0, check.output
+    assert stored(factory)["posts"] == 0
+    run = project.run("ansible-playbook factory.yml")
+    assert run.rc == 0, run.output
+    assert "/metal-installer/" in run.output and "metal-amd64.iso" in run.output, run.output
+    assert len(stored(factory)["schematics"]) == 1
