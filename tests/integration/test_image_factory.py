@@ -121,3 +121,47 @@ def test_the_readme_factory_example_runs_as_written(ansible, factory, tmp_path):
     assert run.rc == 0, run.output
     assert "/metal-installer/" in run.output and "metal-amd64.iso" in run.output, run.output
     assert len(stored(factory)["schematics"]) == 1
+
+
+def test_the_cluster_role_gives_workers_their_schematic_and_the_upgrade_keeps_it(ansible, sim_factory, factory, tmp_path):
+    """talos_cluster_schematic in the workers' group vars: the schematic is made once for both workers, and
+    --tags upgrade moves them to the factory's installer of that schematic, the control plane to the plain one."""
+    from test_cluster_e2e import changed_tasks, inventory_for, site
+
+    sim = sim_factory(control_planes=1, workers=2, version="v1.13.4")
+    inventory = inventory_for(
+        sim,
+        tmp_path,
+        {
+            "talos_cluster_installer_image": "ghcr.io/siderolabs/installer:v1.13.4",
+            "talos_cluster_image_factory_url": factory,
+        },
+    )
+    data = yaml.safe_load(inventory.read_text())
+    data["all"]["children"]["worker"]["vars"] = {"talos_cluster_schematic": {"extensions": ["siderolabs/iscsi-tools"]}}
+    inventory.write_text(yaml.safe_dump(data))
+
+    check = site(ansible, inventory, check=True)
+    assert check.rc == 0, check.output
+    assert stored(factory)["posts"] == 0, "--check created a schematic"
+
+    first = site(ansible, inventory)
+    assert first.rc == 0, first.output
+    made = stored(factory)
+    assert len(made["schematics"]) == 1 and made["posts"] == 1, made
+    schematic_id = made["schematics"][0]
+    again = site(ansible, inventory)
+    assert again.rc == 0, again.output
+    assert changed_tasks(again) == [], changed_tasks(again)
+    assert stored(factory)["posts"] == 1
+
+    data["all"]["vars"]["talos_cluster_installer_image"] = "ghcr.io/siderolabs/installer:v1.13.6"
+    inventory.write_text(yaml.safe_dump(data))
+    upgrade = site(ansible, inventory, args=["--tags", "upgrade"])
+    assert upgrade.rc == 0, upgrade.output
+    nodes = {n["role"] + str(i): n for i, n in enumerate(sim.status())}
+    assert {n["version"] for n in nodes.values()} == {"v1.13.6"}
+    workers = [n for n in sim.status() if n["role"] == "worker"]
+    assert [n["schematic"] for n in workers] == [schematic_id, schematic_id], workers
+    control_plane = next(n for n in sim.status() if n["role"] == "controlplane")
+    assert control_plane["schematic"] != schematic_id

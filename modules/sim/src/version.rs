@@ -27,8 +27,11 @@ pub fn from_image(image: &str) -> Option<String> {
 /// `factory.talos.dev/installer/<schematic>:<tag>`.
 pub fn schematic_from_image(image: &str) -> Option<String> {
     let without_digest = image.split('@').next()?;
-    let mut parts = without_digest.split('/');
-    if !parts.next()?.contains("factory") {
+    let parts: Vec<&str> = without_digest.split('/').collect();
+    // factory.talos.dev by its name; any factory by its registry's installer path
+    // (`<host>/[<platform>-]installer[-secureboot]/<id>:<tag>`).
+    let by_path = parts.len() >= 3 && parts[parts.len() - 2].contains("installer");
+    if !parts.first()?.contains("factory") && !by_path {
         return None;
     }
     let last = without_digest.rsplit('/').next()?;

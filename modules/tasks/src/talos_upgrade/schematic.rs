@@ -10,18 +10,24 @@ pub const VANILLA_SCHEMATIC: &str =
 
 /// The Image Factory schematic an installer image installs, when the reference tells: the
 /// 64-hex path segment of a factory image, or the empty schematic for the plain ghcr.io installer.
+/// A factory's registry serves installers as `<host>/[<platform>-]installer[-secureboot]/<id>`
+/// (image-factory v1.5.0 `internal/frontend/http/registry.go`), so a self-hosted factory under any
+/// host name is recognised by that path as well as factory.talos.dev by its name.
 pub fn schematic_of(image: &str) -> Option<String> {
     let (repo, _) = split_image(image.trim());
     if repo == DEFAULT_INSTALLER_REPOSITORY {
         return Some(VANILLA_SCHEMATIC.to_string());
     }
-    let mut segments = repo.split('/');
-    let host = segments.next()?;
-    if !host.contains("factory") {
+    let segments: Vec<&str> = repo.split('/').collect();
+    let is_id = |s: &str| s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit());
+    let installer_path = matches!(segments.as_slice(), [_, .., kind, id] if kind.contains("installer") && is_id(id));
+    if !installer_path && !segments.first()?.contains("factory") {
         return None;
     }
     segments
-        .find(|s| s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit()))
+        .iter()
+        .skip(1)
+        .find(|s| is_id(s))
         .map(|s| s.to_ascii_lowercase())
 }
 
@@ -71,6 +77,11 @@ mod tests {
             Some("0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef")
         );
         assert_eq!(schematic_of("registry.local/installer:v1.13.6"), None);
+        // A self-hosted factory, by its registry's path.
+        assert_eq!(
+            schematic_of(&format!("images.lab:5000/metal-installer/{VANILLA_SCHEMATIC}:v1.13.6")).as_deref(),
+            Some(VANILLA_SCHEMATIC)
+        );
     }
 
     #[test]
