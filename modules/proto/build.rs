@@ -16,6 +16,7 @@ const FILES: &[&str] = &[
     "resource/config.proto",
     "resource/runtime.proto",
     "resource/k8s.proto",
+    "resource/block.proto",
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

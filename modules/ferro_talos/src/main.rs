@@ -11,7 +11,7 @@ use std::path::Path;
 use ferro_talos_tasks::{
     talos_apply, talos_bootstrap, talos_config, talos_etcd_member, talos_etcd_snapshot,
     talos_health, talos_image_factory, talos_info, talos_kubeconfig, talos_kubernetes_upgrade,
-    talos_reboot, talos_reset, talos_shutdown, talos_upgrade,
+    talos_reboot, talos_reset, talos_resource_info, talos_shutdown, talos_upgrade,
 };
 
 use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Params, Spec, run_module};
@@ -24,7 +24,7 @@ type Module = (
 );
 
 /// The modules this program runs.
-const MODULES: [Module; 14] = [
+const MODULES: [Module; 15] = [
     ("talos_apply", talos_apply::spec, talos_apply::run),
     (
         "talos_bootstrap",
@@ -61,6 +61,11 @@ const MODULES: [Module; 14] = [
     ),
     ("talos_reboot", talos_reboot::spec, talos_reboot::run),
     ("talos_reset", talos_reset::spec, talos_reset::run),
+    (
+        "talos_resource_info",
+        talos_resource_info::spec,
+        talos_resource_info::run,
+    ),
     ("talos_shutdown", talos_shutdown::spec, talos_shutdown::run),
     ("talos_upgrade", talos_upgrade::spec, talos_upgrade::run),
 ];

@@ -50,6 +50,10 @@ pub mod resource {
     pub mod k8s {
         tonic::include_proto!("talos.resource.definitions.k8s");
     }
+    /// `talos.resource.definitions.block` package: DiskSpec.
+    pub mod block {
+        tonic::include_proto!("talos.resource.definitions.block");
+    }
 }
 
 #[cfg(test)]

@@ -29,6 +29,7 @@ pub mod talos_kubeconfig;
 pub mod talos_kubernetes_upgrade;
 pub mod talos_reboot;
 pub mod talos_reset;
+pub mod talos_resource_info;
 pub mod talos_shutdown;
 pub mod talos_upgrade;
 mod upgrade_drain;

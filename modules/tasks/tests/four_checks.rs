@@ -10,7 +10,7 @@ use common::{Kind, Module, Sim, assert_no_secret, four_checks, run_ok};
 use ferro_talos_tasks::{
     talos_apply, talos_bootstrap, talos_config, talos_etcd_member, talos_etcd_snapshot,
     talos_health, talos_info, talos_kubeconfig, talos_kubernetes_upgrade, talos_reboot,
-    talos_reset, talos_shutdown, talos_upgrade,
+    talos_reset, talos_resource_info, talos_shutdown, talos_upgrade,
 };
 use serde_json::{Value, json};
 
@@ -74,6 +74,11 @@ const SHUTDOWN: Module = Module {
     name: "talos_shutdown",
     spec: talos_shutdown::spec,
     run: talos_shutdown::run,
+};
+const RESOURCE_INFO: Module = Module {
+    name: "talos_resource_info",
+    spec: talos_resource_info::spec,
+    run: talos_resource_info::run,
 };
 const ETCD_MEMBER: Module = Module {
     name: "talos_etcd_member",
@@ -445,4 +450,70 @@ fn talos_reset_refuses_a_graceful_reset_of_etcds_last_member() {
     forced["graceful"] = json!(false);
     run_ok(&RESET, &forced);
     assert!(sim.cluster().nodes()[0].maintenance);
+}
+
+/// The disks an install disk is chosen from, read from a node in maintenance mode (reader role,
+/// no credentials) and from a configured one; the volumes follow what the node has; secrets are
+/// refused.
+#[test]
+fn talos_resource_info_reads_disks_and_volumes_and_refuses_secrets() {
+    let sim = Sim::start(1, 1);
+    let disks = json!({"node": sim.node(1), "type": "Disks.block.talos.dev"});
+    let runs = four_checks(&sim, &RESOURCE_INFO, &disks, Kind::Reads);
+    let found = runs.real["resources"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let paths: Vec<&str> = found
+        .iter()
+        .filter_map(|r| r["spec"]["dev_path"].as_str())
+        .collect();
+    assert_eq!(paths, ["/dev/sda", "/dev/sdb"], "{}", runs.real);
+    assert_eq!(found[1]["spec"]["pretty_size"], json!("107 GB"));
+
+    let secrets = bootstrapped(&sim);
+    let volumes = json!({
+        "node": sim.node(1), "secrets_file": secrets, "type": "VolumeStatuses.block.talos.dev",
+    });
+    let runs = four_checks(&sim, &RESOURCE_INFO, &volumes, Kind::Reads);
+    let ids: Vec<&str> = runs.real["resources"]
+        .as_array()
+        .map(|r| r.iter().filter_map(|v| v["id"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(ids, ["EPHEMERAL", "META", "STATE"], "{}", runs.real);
+    let one = json!({
+        "node": sim.node(1), "secrets_file": secrets, "type": "VolumeStatuses.block.talos.dev",
+        "id": "STATE",
+    });
+    let state = run_ok(&RESOURCE_INFO, &one);
+    assert_eq!(
+        state["resources"][0]["spec"]["filesystem"],
+        json!("xfs"),
+        "{state}"
+    );
+    let missing = run_ok(
+        &RESOURCE_INFO,
+        &json!({
+            "node": sim.node(1), "secrets_file": secrets, "type": "VolumeStatuses.block.talos.dev",
+            "id": "NOPE",
+        }),
+    );
+    assert_eq!(missing["resources"], json!([]));
+
+    for (namespace, kind) in [
+        ("config", "MachineConfigs.config.talos.dev"),
+        ("secrets", "OSRootSecrets.secrets.talos.dev"),
+    ] {
+        let outcome = common::run(
+            &RESOURCE_INFO,
+            &json!({"node": sim.node(0), "secrets_file": secrets, "namespace": namespace, "type": kind}),
+            common::Run::Real,
+        );
+        assert!(outcome.failed(), "{}", outcome.json);
+        assert!(
+            outcome.msg().unwrap_or_default().contains("secrets"),
+            "{}",
+            outcome.json
+        );
+    }
 }

@@ -18,6 +18,7 @@ use prost::Message;
 use tokio::sync::mpsc;
 use tonic::{Request, Response, Status};
 
+use super::block;
 use crate::mcfg::MachineType;
 use crate::routing::{BoxStream, Ctx, Target};
 use crate::state::{Shared, Stage};
@@ -100,9 +101,18 @@ fn check_access(t: &Target, ns: &str, ty: &str) -> Result<(), Status> {
             "namespace {ns:?} is not supported"
         )));
     }
-    if ![MC, MT, MS, EXT, NODENAME, MANIFESTS]
-        .iter()
-        .any(|(n, y)| *n == ns && *y == ty)
+    if ![
+        MC,
+        MT,
+        MS,
+        EXT,
+        NODENAME,
+        MANIFESTS,
+        block::DISKS,
+        block::VOLUMES,
+    ]
+    .iter()
+    .any(|(n, y)| *n == ns && *y == ty)
         && control_plane_config(ns, ty).is_none()
     {
         return Err(Status::permission_denied(format!(
@@ -278,6 +288,34 @@ fn resources(shared: &Shared, idx: usize, ns: &str, ty: &str) -> BTreeMap<String
                     spec: Some(Spec {
                         proto_spec: spec.encode_to_vec(),
                         yaml_spec: serde_saphyr::to_string(&r.objects).unwrap_or_default(),
+                    }),
+                },
+            );
+        }
+    } else if (ns, ty) == block::DISKS {
+        for (id, proto_spec, yaml_spec) in block::disks() {
+            let m = meta(ns, ty, &id, 1, n.config_updated);
+            out.insert(
+                id,
+                Resource {
+                    metadata: Some(m),
+                    spec: Some(Spec {
+                        proto_spec,
+                        yaml_spec,
+                    }),
+                },
+            );
+        }
+    } else if (ns, ty) == block::VOLUMES {
+        for (id, yaml_spec) in block::volumes(n) {
+            let m = meta(ns, ty, &id, n.generation, n.config_updated);
+            out.insert(
+                id,
+                Resource {
+                    metadata: Some(m),
+                    spec: Some(Spec {
+                        proto_spec: vec![],
+                        yaml_spec,
                     }),
                 },
             );

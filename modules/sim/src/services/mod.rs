@@ -1,5 +1,6 @@
 //! One file per gRPC service; `routes` assembles them for one accepted connection.
 
+pub mod block;
 pub mod cluster;
 pub mod cosi;
 pub mod image;

@@ -20,7 +20,8 @@ pub fn schematic_of(image: &str) -> Option<String> {
     }
     let segments: Vec<&str> = repo.split('/').collect();
     let is_id = |s: &str| s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit());
-    let installer_path = matches!(segments.as_slice(), [_, .., kind, id] if kind.contains("installer") && is_id(id));
+    let installer_path =
+        matches!(segments.as_slice(), [_, .., kind, id] if kind.contains("installer") && is_id(id));
     if !installer_path && !segments.first()?.contains("factory") {
         return None;
     }
@@ -79,7 +80,10 @@ mod tests {
         assert_eq!(schematic_of("registry.local/installer:v1.13.6"), None);
         // A self-hosted factory, by its registry's path.
         assert_eq!(
-            schematic_of(&format!("images.lab:5000/metal-installer/{VANILLA_SCHEMATIC}:v1.13.6")).as_deref(),
+            schematic_of(&format!(
+                "images.lab:5000/metal-installer/{VANILLA_SCHEMATIC}:v1.13.6"
+            ))
+            .as_deref(),
             Some(VANILLA_SCHEMATIC)
         );
     }
