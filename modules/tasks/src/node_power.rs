@@ -16,7 +16,7 @@ pub const POLL: Duration = Duration::from_millis(500);
 /// What asking a node before taking it down found.
 pub enum Reached {
     /// It runs its config; an admin client for it.
-    Configured(TalosClient),
+    Configured(Box<TalosClient>),
     /// Nothing answered: why, in words.
     Down(String),
 }
@@ -51,7 +51,7 @@ pub async fn reach(
         ))),
         NodeMode::Configured => connection::connect(target, creds, opts.clone())
             .await
-            .map(Reached::Configured)
+            .map(|client| Reached::Configured(Box::new(client)))
             .map_err(|e| client_error(ctx, e)),
     }
 }
@@ -65,7 +65,7 @@ pub async fn configured_client(
     action: &str,
 ) -> Result<TalosClient, ModuleError> {
     match reach(ctx, target, creds, opts, action).await? {
-        Reached::Configured(client) => Ok(client),
+        Reached::Configured(client) => Ok(*client),
         Reached::Down(why) => Err(ModuleError::new(format!(
             "node {} does not answer ({why}); nothing was sent: check that it is powered on and that \
              node (or endpoint) is its Talos API address",

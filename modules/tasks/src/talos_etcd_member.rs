@@ -120,7 +120,7 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
                 member_client
                     .etcd_leave_cluster()
                     .await
-                    .map_err(|e| client_error(ctx, e.during(&format!("{host} leave etcd"))))?;
+                    .map_err(|e| client_error(ctx, e.during(format!("{host} leave etcd"))))?;
                 ctx.warn(format!(
                     "{host} left etcd; as a control plane it joins again at its next boot: reset it \
                      (ferro.talos.talos_reset) to take it out of the cluster"
