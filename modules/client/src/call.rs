@@ -229,6 +229,7 @@ has_metadata!(
     machine::EtcdLeaveCluster,
     machine::Reboot,
     machine::Shutdown,
+    machine::EtcdRecover,
     machine::Reset,
     machine::Upgrade,
     machine::ImagePull,

@@ -248,6 +248,12 @@ impl MachineService for FakeNode {
     ) -> Result<Response<ShutdownResponse>, Status> {
         unimplemented()
     }
+    async fn etcd_recover(
+        &self,
+        _: Request<tonic::Streaming<ferro_talos_proto::common::Data>>,
+    ) -> Result<Response<EtcdRecoverResponse>, Status> {
+        unimplemented()
+    }
     async fn service_list(&self, _: Request<()>) -> Result<Response<ServiceListResponse>, Status> {
         unimplemented()
     }

@@ -9,9 +9,10 @@
 use std::path::Path;
 
 use ferro_talos_tasks::{
-    talos_apply, talos_bootstrap, talos_config, talos_etcd_member, talos_etcd_snapshot,
-    talos_health, talos_image_factory, talos_info, talos_kubeconfig, talos_kubernetes_upgrade,
-    talos_reboot, talos_reset, talos_resource_info, talos_shutdown, talos_upgrade,
+    talos_apply, talos_bootstrap, talos_config, talos_etcd_member, talos_etcd_recover,
+    talos_etcd_snapshot, talos_health, talos_image_factory, talos_info, talos_kubeconfig,
+    talos_kubernetes_upgrade, talos_reboot, talos_reset, talos_resource_info, talos_shutdown,
+    talos_upgrade,
 };
 
 use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Params, Spec, run_module};
@@ -24,7 +25,7 @@ type Module = (
 );
 
 /// The modules this program runs.
-const MODULES: [Module; 15] = [
+const MODULES: [Module; 16] = [
     ("talos_apply", talos_apply::spec, talos_apply::run),
     (
         "talos_bootstrap",
@@ -36,6 +37,11 @@ const MODULES: [Module; 15] = [
         "talos_etcd_member",
         talos_etcd_member::spec,
         talos_etcd_member::run,
+    ),
+    (
+        "talos_etcd_recover",
+        talos_etcd_recover::spec,
+        talos_etcd_recover::run,
     ),
     (
         "talos_etcd_snapshot",

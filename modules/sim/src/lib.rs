@@ -37,6 +37,7 @@ pub mod blocks;
 pub mod config;
 pub mod control;
 mod decode;
+mod etcd_snapshot;
 pub mod factory;
 mod fault_kind;
 mod install;

@@ -174,13 +174,17 @@ pub fn run(shared: &Arc<Shared>, idx: usize, plan: ResetPlan, actor: String) {
                     n.persisted = None;
                     n.pending_version = None;
                     n.etcd_data = false;
+                    n.etcd_snapshot = None;
                 }
                 SystemWipe::Volumes(labels) => {
                     for label in labels {
                         match label.as_str() {
                             "META" => n.installed = false,
                             "STATE" => n.persisted = None,
-                            "EPHEMERAL" => n.etcd_data = false,
+                            "EPHEMERAL" => {
+                                n.etcd_data = false;
+                                n.etcd_snapshot = None;
+                            }
                             _ => {}
                         }
                     }

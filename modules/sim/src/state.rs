@@ -196,6 +196,11 @@ pub struct Node {
     /// data gone until the next boot, when it joins again (`LeaveCluster` in
     /// `internal/pkg/etcd/etcd.go` @ v1.13.9).
     pub etcd_left: bool,
+    /// The snapshot uploaded with EtcdRecover (`/var/lib/etcd.snapshot` on EPHEMERAL upstream).
+    pub etcd_snapshot: Option<Vec<u8>>,
+    /// The etcd service failed its pre stage (a recovery from a bad snapshot) with this message;
+    /// it stays failed until the node boots again.
+    pub etcd_failed: Option<String>,
     pub stage: Stage,
     pub events: Vec<EventRec>,
     pub faults: Faults,
@@ -566,6 +571,8 @@ impl Shared {
                 upgrade_running: false,
                 services_stopped: false,
                 etcd_left: false,
+                etcd_snapshot: None,
+                etcd_failed: None,
                 stage: Stage::Booting,
                 events: Vec::new(),
                 faults: Faults::default(),
@@ -722,6 +729,7 @@ impl Shared {
         }
         n.services_stopped = false;
         n.etcd_left = false;
+        n.etcd_failed = None;
         n.boot_id = new_uuid();
         n.events.clear();
         n.reboot_pending = false;
@@ -791,8 +799,26 @@ impl Shared {
         Ok(())
     }
 
-    /// Control planes with a config join an existing etcd cluster automatically.
+    /// Control planes with a config join an existing etcd cluster automatically, while it has a
+    /// quorum: joining is a member change (`addMember` in
+    /// `internal/app/machined/pkg/system/services/etcd.go` @ v1.13.9), which etcd makes only with a
+    /// leader, so a node whose EPHEMERAL was wiped after etcd lost its quorum waits, empty, for a
+    /// recovery.
     pub fn sync_etcd(&self, st: &mut State) {
+        let Some(members) = st.etcd.as_ref() else {
+            return;
+        };
+        let live = members
+            .iter()
+            .filter(|m| {
+                st.nodes
+                    .get(m.node)
+                    .is_some_and(|n| n.up && n.etcd_data && !n.etcd_stopped())
+            })
+            .count();
+        if live < members.len() / 2 + 1 {
+            return;
+        }
         let Some(members) = st.etcd.as_mut() else {
             return;
         };

@@ -21,6 +21,7 @@ pub mod talos_apply;
 pub mod talos_bootstrap;
 pub mod talos_config;
 pub mod talos_etcd_member;
+pub mod talos_etcd_recover;
 pub mod talos_etcd_snapshot;
 pub mod talos_health;
 pub mod talos_image_factory;

@@ -23,7 +23,7 @@ pub fn spec() -> Spec {
 }
 
 /// What asking one control plane about etcd members told us.
-enum Members {
+pub(crate) enum Members {
     /// etcd answered with this many members.
     Present(usize),
     /// etcd is not running there (before bootstrap, or not joined yet).
@@ -195,7 +195,11 @@ fn maintenance_answer(result: ModuleResult, target: &Target) -> ModuleResult {
     r
 }
 
-async fn ask_members(target: &Target, creds: &Credentials, opts: &ConnectOptions) -> Members {
+pub(crate) async fn ask_members(
+    target: &Target,
+    creds: &Credentials,
+    opts: &ConnectOptions,
+) -> Members {
     let client = match connection::connect(target, creds, opts.clone()).await {
         Ok(c) => c,
         Err(e) => {

@@ -40,6 +40,10 @@ enum Wipe {
     SystemDisk,
     /// Only the user disks named: the node keeps its config.
     UserDisks,
+    /// EPHEMERAL only (etcd's data, the pods): the node keeps its config and comes back with an
+    /// empty etcd, as the disaster-recovery procedure wipes every control plane before
+    /// bootstrapping one from a snapshot.
+    Ephemeral,
 }
 
 impl Wipe {
@@ -47,6 +51,7 @@ impl Wipe {
         match p.str("wipe") {
             Some("system_disk") => Wipe::SystemDisk,
             Some("user_disks") => Wipe::UserDisks,
+            Some("ephemeral") => Wipe::Ephemeral,
             _ => Wipe::Maintenance,
         }
     }
@@ -56,6 +61,7 @@ impl Wipe {
             Wipe::Maintenance => "maintenance",
             Wipe::SystemDisk => "system_disk",
             Wipe::UserDisks => "user_disks",
+            Wipe::Ephemeral => "ephemeral",
         }
     }
 
@@ -94,6 +100,7 @@ impl Plan {
             Wipe::Maintenance => (reset_request::WipeMode::All, &MAINTENANCE_VOLUMES[..]),
             Wipe::SystemDisk => (reset_request::WipeMode::SystemDisk, &[][..]),
             Wipe::UserDisks => (reset_request::WipeMode::UserDisks, &[][..]),
+            Wipe::Ephemeral => (reset_request::WipeMode::All, &["EPHEMERAL"][..]),
         };
         ResetRequest {
             graceful: self.graceful,
@@ -116,6 +123,7 @@ impl Plan {
             Wipe::Maintenance => MAINTENANCE_VOLUMES.iter().map(|v| v.to_string()).collect(),
             Wipe::SystemDisk => vec!["the whole system disk".into()],
             Wipe::UserDisks => self.user_disks.clone(),
+            Wipe::Ephemeral => vec!["EPHEMERAL".into()],
         }
     }
 
@@ -126,7 +134,7 @@ impl Plan {
             match self.wipe {
                 Wipe::Maintenance => "reboot it into maintenance mode",
                 Wipe::SystemDisk => "leave it with nothing to boot but installation media",
-                Wipe::UserDisks => "reboot it with its config",
+                Wipe::UserDisks | Wipe::Ephemeral => "reboot it with its config",
             }
         };
         format!(
@@ -141,7 +149,7 @@ pub fn spec() -> Spec {
         .option(Opt::str("confirm").required())
         .option(
             Opt::str("wipe")
-                .choices(&["maintenance", "system_disk", "user_disks"])
+                .choices(&["maintenance", "system_disk", "user_disks", "ephemeral"])
                 .default("maintenance"),
         )
         .option(
@@ -206,7 +214,7 @@ fn plan(p: &Params) -> Result<Plan, ModuleError> {
                  Talos wipes nothing without them",
             ));
         }
-        Wipe::Maintenance | Wipe::SystemDisk if !user_disks.is_empty() => {
+        Wipe::Maintenance | Wipe::SystemDisk | Wipe::Ephemeral if !user_disks.is_empty() => {
             return Err(ModuleError::new(format!(
                 "user_disks is only used with wipe=user_disks, not wipe={}: remove user_disks, or \
                  set wipe: user_disks to wipe only those disks",
@@ -232,10 +240,13 @@ fn plan(p: &Params) -> Result<Plan, ModuleError> {
              left (a running kubelet registers it again); remove wait: false",
         ));
     }
-    if kubernetes_node == KubernetesNode::Delete && wipe == Wipe::UserDisks {
+    if kubernetes_node == KubernetesNode::Delete
+        && matches!(wipe, Wipe::UserDisks | Wipe::Ephemeral)
+    {
         return Err(ModuleError::new(
-            "delete_kubernetes_node is for a node that leaves the cluster, and wipe=user_disks keeps \
-             its config (its kubelet registers the Node again); remove delete_kubernetes_node",
+            "delete_kubernetes_node is for a node that leaves the cluster, and wipe=user_disks or \
+             wipe=ephemeral keeps its config (its kubelet registers the Node again); remove \
+             delete_kubernetes_node",
         ));
     }
     Ok(Plan {
@@ -347,7 +358,7 @@ async fn reset(
                 .await
                 .map(|()| "it is back in maintenance mode".to_string())
         }
-        (true, Wipe::UserDisks) => wait_for_reboot(
+        (true, Wipe::UserDisks | Wipe::Ephemeral) => wait_for_reboot(
             &target.endpoint,
             target.routed().then_some(node.as_str()),
             &creds,
@@ -396,7 +407,7 @@ async fn reset(
             plan.wiped().join(", "),
             match (plan.reboot, plan.wipe) {
                 (true, Wipe::Maintenance) => "it was not back in maintenance mode",
-                (true, Wipe::UserDisks) => "it was not back with its config",
+                (true, Wipe::UserDisks | Wipe::Ephemeral) => "it was not back with its config",
                 _ => "it did not go down",
             },
             plan.timeout.as_secs()

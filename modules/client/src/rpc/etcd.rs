@@ -17,6 +17,38 @@ impl TalosClient {
         self.first(op, resp.messages).map(|_| ())
     }
 
+    /// Bootstrap etcd from the snapshot uploaded with [`TalosClient::etcd_recover`]. Talos answers
+    /// at once; the etcd service restores the snapshot afterwards, and a failure shows only in
+    /// its state.
+    pub async fn bootstrap_recover(&self, skip_hash_check: bool) -> Result<()> {
+        let op = "bootstrap etcd from the snapshot";
+        let req = self.request(
+            BootstrapRequest {
+                recover_etcd: true,
+                recover_skip_hash_check: skip_hash_check,
+            },
+            self.opts.call_timeout,
+        )?;
+        let resp = self.unary(op, self.machine().bootstrap(req)).await?;
+        self.first(op, resp.messages).map(|_| ())
+    }
+
+    /// Uploads an etcd snapshot for a recovery (`talosctl bootstrap --recover-from` streams it the
+    /// same way); it replaces an earlier upload.
+    pub async fn etcd_recover(&self, snapshot: Vec<u8>) -> Result<()> {
+        let op = "upload the etcd snapshot";
+        let chunks: Vec<common::Data> = snapshot
+            .chunks(1 << 20)
+            .map(|c| common::Data {
+                metadata: None,
+                bytes: c.to_vec(),
+            })
+            .collect();
+        let req = self.request(tokio_stream::iter(chunks), self.opts.stream_timeout)?;
+        let resp = self.unary(op, self.machine().etcd_recover(req)).await?;
+        self.first(op, resp.messages).map(|_| ())
+    }
+
     /// etcd members as seen by this node. Not retried: Unavailable here usually
     /// means etcd is not running, which is an answer, not a transient failure.
     pub async fn etcd_member_list(&self) -> Result<Vec<machine::EtcdMember>> {

@@ -59,6 +59,11 @@ fn evaluate(st: &State, i: usize, cps: &[String], workers: &[String]) -> Result<
                 let n = node(ip)
                     .filter(|n| n.listening())
                     .ok_or_else(|| unreachable(ip))?;
+                if let Some(why) = &n.etcd_failed {
+                    return Err(format!(
+                        "{ip}: service \"etcd\" not in expected state \"Running\": current state [Failed] {why}"
+                    ));
+                }
                 if n.services_stopped || n.etcd_left {
                     return Err(format!(
                         "{ip}: service \"etcd\" not in expected state \"Running\": current state [Finished] Service finished successfully"

@@ -29,6 +29,7 @@ impl_item!(
     EtcdStatus,
     EtcdRemoveMemberById,
     EtcdLeaveCluster,
+    EtcdRecover,
     EtcdForfeitLeadership,
     Reset,
     Memory,
@@ -280,6 +281,7 @@ impl MachineService for Machine {
         request: Request<BootstrapRequest>,
     ) -> Result<Response<BootstrapResponse>, Status> {
         let shared = self.shared().clone();
+        let recover = request.get_ref().clone();
         let messages = self.0.unary(request.metadata(), &path("Bootstrap"), |t| {
             let mut st = shared.lock();
             let n = &st.nodes[t.idx];
@@ -311,6 +313,18 @@ impl MachineService for Machine {
             }
             if n.etcd_data {
                 return Err(Status::already_exists("etcd data directory is not empty"));
+            }
+            // A recovery answers at once; the etcd service restores the uploaded snapshot in its
+            // pre stage, and a snapshot that does not restore leaves the service failed.
+            if recover.recover_etcd {
+                let check = crate::etcd_snapshot::restore_check(
+                    n.etcd_snapshot.as_deref(),
+                    recover.recover_skip_hash_check,
+                );
+                if let Err(why) = check {
+                    st.nodes[t.idx].etcd_failed = Some(why);
+                    return one(Bootstrap { metadata: None });
+                }
             }
             st.etcd = Some(vec![state::EtcdMember {
                 node: t.idx,
@@ -470,6 +484,37 @@ impl MachineService for Machine {
         Ok(Response::new(EtcdLeaveClusterResponse { messages }))
     }
 
+    /// Upstream (`v1alpha1_server.go` EtcdRecover @ v1.13.9): FailedPrecondition until EPHEMERAL
+    /// is mounted, the control-plane check, then the stream is written to
+    /// `/var/lib/etcd.snapshot`, replacing an earlier upload; nothing about it is checked here.
+    async fn etcd_recover(
+        &self,
+        request: Request<tonic::Streaming<Data>>,
+    ) -> Result<Response<EtcdRecoverResponse>, Status> {
+        let shared = self.shared().clone();
+        let md = request.metadata().clone();
+        let mut stream = request.into_inner();
+        let mut upload = Vec::new();
+        while let Some(chunk) = stream.message().await? {
+            upload.extend_from_slice(&chunk.bytes);
+        }
+        let messages = self.0.unary(&md, &path("EtcdRecover"), |t| {
+            {
+                let st = shared.lock();
+                let n = &st.nodes[t.idx];
+                if n.active.is_none() || !n.up {
+                    return Err(Status::failed_precondition(
+                        "etcd service is not ready for recovery yet",
+                    ));
+                }
+            }
+            etcd_node_check(&shared, t, "etcd recover")?;
+            shared.lock().nodes[t.idx].etcd_snapshot = Some(upload.clone());
+            one(EtcdRecover { metadata: None })
+        })?;
+        Ok(Response::new(EtcdRecoverResponse { messages }))
+    }
+
     async fn etcd_forfeit_leadership(
         &self,
         request: Request<EtcdForfeitLeadershipRequest>,
@@ -510,11 +555,9 @@ impl MachineService for Machine {
                 if !me.etcd_data || me.etcd_stopped() {
                     return Err(etcd_refused("127.0.0.1"));
                 }
-                // Not a bbolt file: a recognisable blob, large enough to span several chunks.
-                let mut blob =
-                    format!("talos-sim etcd snapshot\nmembers: {}\n", members.len()).into_bytes();
-                blob.resize(64 * 1024, 0);
-                Ok(chunks(blob, 16 * 1024))
+                // bbolt's meta pages and the SHA-256 trailer the etcd server appends, over a
+                // marker of the cluster; several chunks long.
+                Ok(chunks(crate::etcd_snapshot::make(members.len()), 16 * 1024))
             })?;
         Ok(Response::new(s))
     }
@@ -726,6 +769,13 @@ impl MachineService for Machine {
                                 "Finished",
                                 None,
                                 "Service finished successfully",
+                                at,
+                            ),
+                            "etcd" if n.etcd_failed.is_some() => service_info(
+                                s,
+                                "Failed",
+                                None,
+                                n.etcd_failed.as_deref().unwrap_or_default(),
                                 at,
                             ),
                             "etcd" if n.etcd_left => service_info(

@@ -161,8 +161,19 @@ pub async fn channel(
         .await
 }
 
+/// A MachineService client. A node that has just come back swaps its listener's TLS personality
+/// (maintenance, then mutual TLS); a connection that meets the swap is reset, as a real apid's
+/// would be during a restart, so connecting is tried again for a moment, as any client retries.
 pub async fn machine(addr: SocketAddr, tls: ClientConfig) -> MachineServiceClient<Channel> {
-    MachineServiceClient::new(channel(addr, tls).await.expect("connects"))
+    let mut last = None;
+    for _ in 0..20 {
+        match channel(addr, tls.clone()).await {
+            Ok(c) => return MachineServiceClient::new(c),
+            Err(e) => last = Some(e),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("connects: {last:?}")
 }
 
 pub fn with_node<T>(msg: T, node: &str) -> tonic::Request<T> {
