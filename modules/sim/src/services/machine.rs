@@ -281,7 +281,7 @@ impl MachineService for Machine {
         request: Request<BootstrapRequest>,
     ) -> Result<Response<BootstrapResponse>, Status> {
         let shared = self.shared().clone();
-        let recover = request.get_ref().clone();
+        let recover = *request.get_ref();
         let messages = self.0.unary(request.metadata(), &path("Bootstrap"), |t| {
             let mut st = shared.lock();
             let n = &st.nodes[t.idx];
