@@ -104,19 +104,8 @@ impl Factory {
     }
 
     pub async fn extensions(&self, version: &str) -> Result<Vec<ExtensionInfo>, FactoryError> {
-        let path = format!("/version/{version}/extensions/official");
-        let answer = self.endpoint.get(&path).await?;
-        if answer.status != 200 {
-            return Err(self.failure(&format!("list the extensions of Talos {version}"), &answer));
-        }
-        let field = |v: &Value, k: &str| {
-            v.get(k)
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string()
-        };
-        Ok(self
-            .json_list(&answer, &path)?
+        let list = self.version_list(version, "extensions").await?;
+        Ok(list
             .iter()
             .map(|e| ExtensionInfo {
                 name: field(e, "name"),
@@ -128,19 +117,8 @@ impl Factory {
     }
 
     pub async fn overlays(&self, version: &str) -> Result<Vec<OverlayInfo>, FactoryError> {
-        let path = format!("/version/{version}/overlays/official");
-        let answer = self.endpoint.get(&path).await?;
-        if answer.status != 200 {
-            return Err(self.failure(&format!("list the overlays of Talos {version}"), &answer));
-        }
-        let field = |v: &Value, k: &str| {
-            v.get(k)
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string()
-        };
-        Ok(self
-            .json_list(&answer, &path)?
+        let list = self.version_list(version, "overlays").await?;
+        Ok(list
             .iter()
             .map(|o| OverlayInfo {
                 name: field(o, "name"),
@@ -148,6 +126,16 @@ impl Factory {
                 reference: field(o, "ref"),
             })
             .collect())
+    }
+
+    /// `/version/{version}/{what}/official`: the official extensions or overlays of a version.
+    async fn version_list(&self, version: &str, what: &str) -> Result<Vec<Value>, FactoryError> {
+        let path = format!("/version/{version}/{what}/official");
+        let answer = self.endpoint.get(&path).await?;
+        if answer.status != 200 {
+            return Err(self.failure(&format!("list the {what} of Talos {version}"), &answer));
+        }
+        self.json_list(&answer, &path)
     }
 
     fn json_list(&self, answer: &Answer, path: &str) -> Result<Vec<Value>, FactoryError> {
@@ -181,4 +169,12 @@ impl Factory {
             ),
         )
     }
+}
+
+/// A string field of a JSON object, empty when absent.
+fn field(v: &Value, key: &str) -> String {
+    v.get(key)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
 }

@@ -1,8 +1,12 @@
 //! etcd's members as the modules that guard or change them read them: where each runs, what to
 //! call it in a message, and whether it is healthy.
 
-use ferro_talos_client::TalosClient;
+use std::time::{Duration, Instant};
+
 use ferro_talos_client::proto::machine::EtcdMember;
+use ferro_talos_client::{ConnectOptions, Credentials, TalosClient};
+
+use crate::connection::{self, Target};
 
 /// A member's id as talosctl prints it (`etcdresource.FormatMemberID`, `%016x`).
 pub fn id_hex(id: u64) -> String {
@@ -99,6 +103,56 @@ pub fn removal_verdict(members: &[Checked], id: u64) -> Result<(), String> {
         healthy.len(),
         down.join("; ")
     ))
+}
+
+/// How waiting for etcd to run on a node ended badly.
+pub enum EtcdWait {
+    /// The etcd service failed, with its last message (a recovery's restore that failed).
+    Failed(String),
+    /// It did not run in time; the last state seen.
+    TimedOut(String),
+}
+
+/// Waits until the node's etcd service runs, is healthy and etcd lists members (after a
+/// bootstrap or a recovery); a Failed service ends the wait at once with its message.
+pub async fn wait_running(
+    target: &Target,
+    creds: &Credentials,
+    opts: &ConnectOptions,
+    timeout: Duration,
+) -> Result<(), EtcdWait> {
+    let deadline = Instant::now() + timeout;
+    let mut last = String::from("no answer yet");
+    while Instant::now() < deadline {
+        if let Ok(client) = connection::connect(target, creds, opts.clone()).await {
+            match client.service_list().await {
+                Ok(services) => {
+                    let etcd = services.iter().find(|s| s.id == "etcd");
+                    let state = etcd.map_or("missing", |s| s.state.as_str());
+                    if state == "Failed" {
+                        let message = etcd
+                            .and_then(|s| s.events.as_ref())
+                            .and_then(|e| e.events.last())
+                            .map(|e| e.msg.clone())
+                            .unwrap_or_default();
+                        return Err(EtcdWait::Failed(message));
+                    }
+                    let healthy = etcd
+                        .and_then(|s| s.health.as_ref())
+                        .is_some_and(|h| h.healthy);
+                    match client.etcd_member_list().await {
+                        Ok(m) if state == "Running" && healthy && !m.is_empty() => return Ok(()),
+                        Ok(m) if m.is_empty() => last = "no etcd members yet".into(),
+                        Ok(_) => last = format!("etcd service is {state}"),
+                        Err(e) => last = e.to_string(),
+                    }
+                }
+                Err(e) => last = e.to_string(),
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    Err(EtcdWait::TimedOut(last))
 }
 
 #[cfg(test)]

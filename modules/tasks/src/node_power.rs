@@ -13,6 +13,11 @@ use crate::connection::{self, Target, client_error};
 /// How often a wait asks the node again.
 pub const POLL: Duration = Duration::from_millis(500);
 
+/// Seconds since `started`, to a tenth, for results.
+pub fn seconds_since(started: Instant) -> f64 {
+    (started.elapsed().as_secs_f64() * 10.0).round() / 10.0
+}
+
 /// What asking a node before taking it down found.
 pub enum Reached {
     /// It runs its config; an admin client for it.

@@ -7,6 +7,7 @@ use ferro_talos_client::{ConnectOptions, Credentials, ErrorKind, NodeMode, probe
 use serde_json::json;
 
 use crate::connection::{self, Target, client_error, with_connection_options};
+use crate::etcd_members::{self, EtcdWait};
 
 /// How long to wait before asking a node that was not ready to bootstrap again.
 const BOOTSTRAP_RETRY: Duration = Duration::from_millis(500);
@@ -230,40 +231,18 @@ pub(crate) async fn ask_members(
     }
 }
 
-/// Waits until the bootstrapped node lists itself as an etcd member and its etcd service is
-/// running and healthy.
+/// After Bootstrap: until etcd runs and is healthy with members.
 async fn wait_for_etcd(
     target: &Target,
     creds: &Credentials,
     opts: &ConnectOptions,
     timeout: Duration,
 ) -> Result<(), ModuleError> {
-    let deadline = Instant::now() + timeout;
-    let mut last = String::from("no answer yet");
-    while Instant::now() < deadline {
-        if let Ok(client) = connection::connect(target, creds, opts.clone()).await {
-            let members = client.etcd_member_list().await;
-            let services = client.service_list().await;
-            match (members, services) {
-                (Ok(m), Ok(s)) if !m.is_empty() => {
-                    let etcd = s.iter().find(|s| s.id == "etcd");
-                    let healthy = etcd.is_some_and(|e| {
-                        e.state == "Running" && e.health.as_ref().is_some_and(|h| h.healthy)
-                    });
-                    if healthy {
-                        return Ok(());
-                    }
-                    last = format!(
-                        "etcd service is {}",
-                        etcd.map(|e| e.state.as_str()).unwrap_or("missing")
-                    );
-                }
-                (Err(e), _) | (_, Err(e)) => last = e.to_string(),
-                _ => last = "no etcd members yet".into(),
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    let last = match etcd_members::wait_running(target, creds, opts, timeout).await {
+        Ok(()) => return Ok(()),
+        Err(EtcdWait::Failed(message)) => format!("the etcd service failed: {message}"),
+        Err(EtcdWait::TimedOut(last)) => last,
+    };
     Err(ModuleError::new(format!(
         "bootstrapped etcd on {}, but it did not become healthy within {}s (last: {last}); check the etcd service logs",
         target.node,

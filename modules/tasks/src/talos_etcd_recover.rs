@@ -22,6 +22,7 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use crate::connection::{self, Target, client_error, with_connection_options};
+use crate::etcd_members::{self, EtcdWait};
 use crate::talos_bootstrap::{Members, ask_members};
 
 /// bbolt's meta page magic, at offset 16 of the file (etcd's backend is a bbolt database).
@@ -204,60 +205,29 @@ async fn recover(
     }
 }
 
-/// Until the etcd service runs and is healthy with members; a Failed service (the restore
-/// failed) ends the wait with its own message.
+/// Until etcd runs again; a Failed service (the restore failed) ends the wait with its message.
 async fn wait_running(
     target: &Target,
     creds: &Credentials,
     opts: &ferro_talos_client::ConnectOptions,
     timeout: Duration,
 ) -> Result<(), ModuleError> {
-    let deadline = Instant::now() + timeout;
-    let mut last = String::from("no answer yet");
-    while Instant::now() < deadline {
-        if let Ok(client) = connection::connect(target, creds, opts.clone()).await {
-            match client.service_list().await {
-                Ok(services) => {
-                    let etcd = services.iter().find(|s| s.id == "etcd");
-                    let state = etcd.map(|s| s.state.as_str()).unwrap_or("missing");
-                    let message = etcd
-                        .and_then(|s| s.events.as_ref())
-                        .and_then(|e| e.events.last())
-                        .map(|e| e.msg.clone())
-                        .unwrap_or_default();
-                    if state == "Failed" {
-                        return Err(ModuleError::new(format!(
-                            "the etcd service on {} failed to restore the snapshot: {message}; \
-                             wipe EPHEMERAL again (talos_reset wipe: ephemeral, graceful: false) \
-                             before another try",
-                            target.node
-                        ))
-                        .with("node", target.node.clone())
-                        .changed(true));
-                    }
-                    let healthy = etcd
-                        .and_then(|s| s.health.as_ref())
-                        .is_some_and(|h| h.healthy);
-                    if state == "Running"
-                        && healthy
-                        && client.etcd_member_list().await.is_ok_and(|m| !m.is_empty())
-                    {
-                        return Ok(());
-                    }
-                    last = format!("etcd service is {state}");
-                }
-                Err(e) => last = e.to_string(),
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    Err(ModuleError::new(format!(
-        "etcd on {} did not run within {}s after the recovery (last: {last})",
-        target.node,
-        timeout.as_secs()
-    ))
-    .with("node", target.node.clone())
-    .changed(true))
+    let message = match etcd_members::wait_running(target, creds, opts, timeout).await {
+        Ok(()) => return Ok(()),
+        Err(EtcdWait::Failed(message)) => format!(
+            "the etcd service on {} failed to restore the snapshot: {message}; wipe EPHEMERAL again \
+             (talos_reset wipe: ephemeral, graceful: false) before another try",
+            target.node
+        ),
+        Err(EtcdWait::TimedOut(last)) => format!(
+            "etcd on {} did not run within {}s after the recovery (last: {last})",
+            target.node,
+            timeout.as_secs()
+        ),
+    };
+    Err(ModuleError::new(message)
+        .with("node", target.node.clone())
+        .changed(true))
 }
 
 #[cfg(test)]

@@ -83,7 +83,7 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
                 .with("node", node.clone())
                 .changed(true)
             })?;
-        let seconds = (started.elapsed().as_secs_f64() * 10.0).round() / 10.0;
+        let seconds = node_power::seconds_since(started);
         Ok(result
             .with("seconds", seconds)
             .msg(format!("shut down {node} {how}; it no longer answers")))
