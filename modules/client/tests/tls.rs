@@ -248,6 +248,14 @@ impl MachineService for FakeNode {
     ) -> Result<Response<ShutdownResponse>, Status> {
         unimplemented()
     }
+    type LogsStream = std::pin::Pin<
+        Box<
+            dyn tokio_stream::Stream<Item = Result<ferro_talos_proto::common::Data, Status>> + Send,
+        >,
+    >;
+    async fn logs(&self, _: Request<LogsRequest>) -> Result<Response<Self::LogsStream>, Status> {
+        unimplemented()
+    }
     async fn etcd_recover(
         &self,
         _: Request<tonic::Streaming<ferro_talos_proto::common::Data>>,

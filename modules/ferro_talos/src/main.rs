@@ -11,8 +11,8 @@ use std::path::Path;
 use ferro_talos_tasks::{
     talos_apply, talos_bootstrap, talos_config, talos_etcd_member, talos_etcd_recover,
     talos_etcd_snapshot, talos_health, talos_image_factory, talos_info, talos_kubeconfig,
-    talos_kubernetes_upgrade, talos_reboot, talos_reset, talos_resource_info, talos_shutdown,
-    talos_upgrade,
+    talos_kubernetes_upgrade, talos_logs, talos_reboot, talos_reset, talos_resource_info,
+    talos_shutdown, talos_upgrade,
 };
 
 use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Params, Spec, run_module};
@@ -25,7 +25,7 @@ type Module = (
 );
 
 /// The modules this program runs.
-const MODULES: [Module; 16] = [
+const MODULES: [Module; 17] = [
     ("talos_apply", talos_apply::spec, talos_apply::run),
     (
         "talos_bootstrap",
@@ -65,6 +65,7 @@ const MODULES: [Module; 16] = [
         talos_kubernetes_upgrade::spec,
         talos_kubernetes_upgrade::run,
     ),
+    ("talos_logs", talos_logs::spec, talos_logs::run),
     ("talos_reboot", talos_reboot::spec, talos_reboot::run),
     ("talos_reset", talos_reset::spec, talos_reset::run),
     (

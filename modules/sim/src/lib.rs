@@ -49,6 +49,7 @@ mod reset;
 mod routing;
 pub mod sample;
 mod server;
+mod service_logs;
 mod services;
 mod state;
 pub mod store;

@@ -128,7 +128,7 @@ fn allowed_roles(path: &str) -> &'static [&'static str] {
         "/machine.ImageService/Pull" => OPERATE,
         "/machine.MachineService/ApplyConfiguration" => &["os:admin", "os:reader"],
         p if p.starts_with("/machine.MachineService/") => match method {
-            "Events" | "Hostname" | "Memory" | "ServiceList" | "Version" => READ,
+            "Events" | "Hostname" | "Logs" | "Memory" | "ServiceList" | "Version" => READ,
             "EtcdMemberList" | "EtcdStatus" => ETCD_READ,
             "EtcdSnapshot" => &["os:admin", "os:operator", "os:etcd:backup"],
             "Reboot" | "Shutdown" | "ServiceRestart" | "ServiceStart" | "ServiceStop"

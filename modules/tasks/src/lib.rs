@@ -28,6 +28,7 @@ pub mod talos_image_factory;
 pub mod talos_info;
 pub mod talos_kubeconfig;
 pub mod talos_kubernetes_upgrade;
+pub mod talos_logs;
 pub mod talos_reboot;
 pub mod talos_reset;
 pub mod talos_resource_info;

@@ -10,7 +10,7 @@ use common::{Kind, Module, Sim, assert_no_secret, four_checks, run_ok};
 use ferro_talos_tasks::{
     talos_apply, talos_bootstrap, talos_config, talos_etcd_member, talos_etcd_recover,
     talos_etcd_snapshot, talos_health, talos_info, talos_kubeconfig, talos_kubernetes_upgrade,
-    talos_reboot, talos_reset, talos_resource_info, talos_shutdown, talos_upgrade,
+    talos_logs, talos_reboot, talos_reset, talos_resource_info, talos_shutdown, talos_upgrade,
 };
 use serde_json::{Value, json};
 
@@ -74,6 +74,11 @@ const SHUTDOWN: Module = Module {
     name: "talos_shutdown",
     spec: talos_shutdown::spec,
     run: talos_shutdown::run,
+};
+const LOGS: Module = Module {
+    name: "talos_logs",
+    spec: talos_logs::spec,
+    run: talos_logs::run,
 };
 const ETCD_RECOVER: Module = Module {
     name: "talos_etcd_recover",
@@ -599,4 +604,35 @@ fn talos_etcd_recover_brings_etcd_back_from_a_snapshot_once() {
     );
     assert!(sim.cluster().nodes().iter().all(|n| n.etcd_member));
     run_ok(&HEALTH, &health_args(&sim, &secrets));
+}
+
+/// A service's log: what machined logged of it since the node booted, the last lines with
+/// `tail_lines`, written to a file once (0600) with `dest`.
+#[test]
+fn talos_logs_reads_a_service_log_and_writes_it_once() {
+    let sim = Sim::start(1, 0);
+    let secrets = bootstrapped(&sim);
+    let args = json!({"node": sim.node(0), "secrets_file": secrets, "service": "etcd"});
+    let runs = four_checks(&sim, &LOGS, &args, Kind::Reads);
+    let lines = runs.real["lines"].to_string();
+    assert!(
+        lines.contains("[talos] service[etcd](Running)"),
+        "{}",
+        runs.real
+    );
+    let machined = run_ok(
+        &LOGS,
+        &json!({"node": sim.node(0), "secrets_file": secrets, "service": "machined", "tail_lines": 2}),
+    );
+    assert_eq!(machined["line_count"], json!(2), "{machined}");
+
+    let dest = sim.path("etcd.log");
+    let to_file = json!({
+        "node": sim.node(0), "secrets_file": secrets, "service": "etcd", "dest": dest,
+    });
+    four_checks(&sim, &LOGS, &to_file, Kind::Converges);
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(&dest).expect("written").permissions(),
+    );
+    assert_eq!(mode & 0o777, 0o600);
 }

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use ferro_talos_proto::machine::{
-    self, ApplyConfigurationRequest, EventsRequest, ReadRequest, RebootRequest, ResetRequest,
-    ShutdownRequest,
+    self, ApplyConfigurationRequest, EventsRequest, LogsRequest, ReadRequest, RebootRequest,
+    ResetRequest, ShutdownRequest,
 };
 use tonic::Streaming;
 
@@ -156,6 +156,25 @@ impl TalosClient {
         let req = self.request(RebootRequest { mode: mode as i32 }, self.opts.call_timeout)?;
         let resp = self.unary(op, self.machine().reboot(req)).await?;
         Ok(self.first(op, resp.messages)?.actor_id)
+    }
+
+    /// The log of Talos service `service` (`machined`, `etcd`, `kubelet`, ...): its last
+    /// `tail_lines` lines, or all of it when None.
+    pub async fn service_log(&self, service: &str, tail_lines: Option<u32>) -> Result<Vec<u8>> {
+        let op = format!("read the {service} log");
+        let limit = self.opts.stream_timeout;
+        let req = self.request(
+            LogsRequest {
+                namespace: "system".into(),
+                id: service.to_string(),
+                driver: 0,
+                follow: false,
+                tail_lines: tail_lines.map_or(-1, |n| n.min(i32::MAX as u32) as i32),
+            },
+            limit,
+        )?;
+        self.collect_bytes(&op, limit, self.machine().logs(req))
+            .await
     }
 
     /// Power the node off; returns the actor ID that tags the shutdown's events. Without `force`

@@ -640,6 +640,36 @@ impl MachineService for Machine {
         Ok(Response::new(s))
     }
 
+    type LogsStream = BoxStream<Data>;
+    /// Upstream (`v1alpha1_server.go` Logs @ v1.13.9): the system namespace, and the kubelet, read
+    /// a service's log from machined's in-memory log buffers (so a reboot starts them afresh, and
+    /// a service that never wrote has an empty log); `tail_lines` >= 0 keeps the last lines.
+    /// Other namespaces are container logs through the CRI, which the simulator does not run.
+    async fn logs(
+        &self,
+        request: Request<LogsRequest>,
+    ) -> Result<Response<Self::LogsStream>, Status> {
+        let shared = self.shared().clone();
+        let req = request.get_ref().clone();
+        let s = self.0.streaming(request.metadata(), &path("Logs"), |t| {
+            if req.namespace != "system" && req.id != "kubelet" {
+                return Err(Status::unimplemented(
+                    "talos-sim serves the logs of Talos's services only, not of containers",
+                ));
+            }
+            let st = shared.lock();
+            let lines = crate::service_logs::lines(&st.nodes[t.idx], &req.id);
+            let keep = if req.tail_lines >= 0 {
+                lines.len().saturating_sub(req.tail_lines as usize)
+            } else {
+                0
+            };
+            let text: String = lines[keep..].iter().map(|l| format!("{l}\n")).collect();
+            Ok(chunks(text.into_bytes(), 4096))
+        })?;
+        Ok(Response::new(s))
+    }
+
     async fn memory(&self, request: Request<()>) -> Result<Response<MemoryResponse>, Status> {
         let messages = self.0.unary(request.metadata(), &path("Memory"), |_| {
             one(Memory {
