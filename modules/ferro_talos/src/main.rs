@@ -12,7 +12,7 @@ use ferro_talos_tasks::{
     talos_apply, talos_bootstrap, talos_config, talos_etcd_member, talos_etcd_recover,
     talos_etcd_snapshot, talos_health, talos_image_factory, talos_info, talos_kubeconfig,
     talos_kubernetes_upgrade, talos_logs, talos_reboot, talos_reset, talos_resource_info,
-    talos_shutdown, talos_upgrade,
+    talos_shutdown, talos_support_bundle, talos_upgrade,
 };
 
 use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Params, Spec, run_module};
@@ -25,7 +25,7 @@ type Module = (
 );
 
 /// The modules this program runs.
-const MODULES: [Module; 17] = [
+const MODULES: [Module; 18] = [
     ("talos_apply", talos_apply::spec, talos_apply::run),
     (
         "talos_bootstrap",
@@ -74,6 +74,11 @@ const MODULES: [Module; 17] = [
         talos_resource_info::run,
     ),
     ("talos_shutdown", talos_shutdown::spec, talos_shutdown::run),
+    (
+        "talos_support_bundle",
+        talos_support_bundle::spec,
+        talos_support_bundle::run,
+    ),
     ("talos_upgrade", talos_upgrade::spec, talos_upgrade::run),
 ];
 

@@ -33,6 +33,7 @@ pub mod talos_reboot;
 pub mod talos_reset;
 pub mod talos_resource_info;
 pub mod talos_shutdown;
+pub mod talos_support_bundle;
 pub mod talos_upgrade;
 mod upgrade_drain;
 

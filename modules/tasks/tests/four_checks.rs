@@ -10,7 +10,8 @@ use common::{Kind, Module, Sim, assert_no_secret, four_checks, run_ok};
 use ferro_talos_tasks::{
     talos_apply, talos_bootstrap, talos_config, talos_etcd_member, talos_etcd_recover,
     talos_etcd_snapshot, talos_health, talos_info, talos_kubeconfig, talos_kubernetes_upgrade,
-    talos_logs, talos_reboot, talos_reset, talos_resource_info, talos_shutdown, talos_upgrade,
+    talos_logs, talos_reboot, talos_reset, talos_resource_info, talos_shutdown,
+    talos_support_bundle, talos_upgrade,
 };
 use serde_json::{Value, json};
 
@@ -74,6 +75,11 @@ const SHUTDOWN: Module = Module {
     name: "talos_shutdown",
     spec: talos_shutdown::spec,
     run: talos_shutdown::run,
+};
+const SUPPORT_BUNDLE: Module = Module {
+    name: "talos_support_bundle",
+    spec: talos_support_bundle::spec,
+    run: talos_support_bundle::run,
 };
 const LOGS: Module = Module {
     name: "talos_logs",
@@ -635,4 +641,56 @@ fn talos_logs_reads_a_service_log_and_writes_it_once() {
         &std::fs::metadata(&dest).expect("written").permissions(),
     );
     assert_eq!(mode & 0o777, 0o600);
+}
+
+/// A support bundle of every node: versions, services, etcd members, resources and service logs
+/// per node, 0600, a new one each real run, and no secret of the cluster's bundle anywhere in it.
+#[test]
+fn talos_support_bundle_collects_every_node_and_no_secret() {
+    let sim = Sim::start(1, 1);
+    let secrets = bootstrapped(&sim);
+    let dest = sim.path("support.tar.gz");
+    let args = json!({
+        "nodes": [sim.node(0), sim.node(1)], "secrets_file": secrets, "dest": dest,
+    });
+    let runs = four_checks(&sim, &SUPPORT_BUNDLE, &args, Kind::MakesNew);
+    assert_eq!(runs.real["errors"], json!([]), "{}", runs.real);
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(&dest).expect("written").permissions(),
+    );
+    assert_eq!(mode & 0o777, 0o600);
+    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(
+        std::fs::File::open(&dest).expect("the bundle opens"),
+    ));
+    let mut names = Vec::new();
+    let mut everything = String::new();
+    for entry in archive.entries().expect("entries") {
+        let mut entry = entry.expect("an entry");
+        names.push(entry.path().expect("a path").display().to_string());
+        std::io::Read::read_to_string(&mut entry, &mut everything).expect("text");
+    }
+    for node in [sim.node(0), sim.node(1)] {
+        for file in [
+            "version.yaml",
+            "services.txt",
+            "disks.yaml",
+            "logs/machined.log",
+        ] {
+            assert!(
+                names.contains(&format!("{node}/{file}")),
+                "{node}/{file} in {names:?}"
+            );
+        }
+    }
+    assert!(
+        everything.contains("[talos] service[etcd](Running)"),
+        "{everything}"
+    );
+    let secrets_path = sim.path("secrets.yaml");
+    for secret in common::bundle_secrets(&secrets_path) {
+        assert!(
+            !everything.contains(&secret),
+            "a secret of the bundle is in the support bundle"
+        );
+    }
 }
