@@ -204,6 +204,7 @@ pub fn run(shared: &Arc<Shared>, idx: usize, plan: ResetPlan, actor: String) {
             // plane has to be bootstrapped again.
             if st.etcd.is_some() && !st.nodes.iter().any(|n| n.etcd_data) {
                 st.etcd = None;
+                st.kube.forget_cluster();
             }
             shared.publish(&mut st, idx, &actor, sequence_event("reset", A::Stop));
         }

@@ -464,6 +464,7 @@ impl State {
             members.retain(|m| m.node != node);
             if members.is_empty() {
                 self.etcd = None;
+                self.kube.forget_cluster();
             }
         }
         if let Some(n) = self.nodes.get_mut(node) {

@@ -522,6 +522,18 @@ impl KubeState {
         Ok(())
     }
 
+    /// Every object goes with etcd's data: a cluster whose last member's data was wiped keeps no
+    /// Kubernetes state (the API server stores everything in etcd), so a rebuilt cluster starts
+    /// with no Nodes but those its kubelets register. The log of what the API server saw stays:
+    /// it is the simulator's record for tests, not API state.
+    pub fn forget_cluster(&mut self) {
+        let log = std::mem::take(&mut self.log);
+        let resource_version = self.resource_version;
+        *self = KubeState::default();
+        self.log = log;
+        self.resource_version = resource_version;
+    }
+
     /// DELETE of a Node: the object goes, and the pod garbage collector deletes the pods bound to
     /// it (`gcOrphaned` in kubernetes `pkg/controller/podgc/gc_controller.go`), which their
     /// ReplicaSets replace elsewhere. A node whose kubelet still runs registers again at the next
