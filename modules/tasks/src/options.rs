@@ -17,3 +17,14 @@ pub fn wait_seconds(p: &Params, name: &str, default: i64) -> Result<Duration, Mo
     }
     Ok(Duration::from_secs(secs as u64))
 }
+
+/// The `control_plane_nodes` option without blanks and without `node` itself: the other control
+/// planes a module asks about etcd before it bootstraps or recovers it.
+pub fn other_control_planes(p: &Params, node: &str) -> Vec<String> {
+    p.str_list("control_plane_nodes")
+        .unwrap_or_default()
+        .into_iter()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty() && s != node)
+        .collect()
+}

@@ -38,13 +38,7 @@ pub(crate) enum Members {
 pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
     let target = Target::from_params(p)?;
     let timeout = crate::options::wait_seconds(p, "timeout", 300)?;
-    let others: Vec<String> = p
-        .str_list("control_plane_nodes")
-        .unwrap_or_default()
-        .into_iter()
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty() && *s != target.node)
-        .collect();
+    let others: Vec<String> = crate::options::other_control_planes(p, &target.node);
     let opts = connection::connect_options(p, Duration::from_secs(20))?;
     let creds = connection::credentials(ctx, p)?;
     connection::block_on(bootstrap(

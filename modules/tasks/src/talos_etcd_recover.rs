@@ -97,13 +97,7 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
     let integrity = check_snapshot(&data, skip)
         .map_err(|why| ModuleError::new(format!("snapshot {} {why}", path.display())))?;
     let timeout = crate::options::wait_seconds(p, "timeout", 600)?;
-    let others: Vec<String> = p
-        .str_list("control_plane_nodes")
-        .unwrap_or_default()
-        .into_iter()
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty() && *s != target.node)
-        .collect();
+    let others: Vec<String> = crate::options::other_control_planes(p, &target.node);
     let (creds, _) = connection::require_credentials(ctx, p)?;
     let mut opts = connection::connect_options(p, Duration::from_secs(30))?;
     opts.stream_timeout = timeout;
