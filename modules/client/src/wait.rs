@@ -194,6 +194,9 @@ pub struct FirstBoot {
     /// node booted from installation media. False when Talos was installed already and it
     /// booted on without one.
     pub install_reboot: bool,
+    /// The node's boot waits for etcd: a control plane stays BOOTING until etcd is bootstrapped
+    /// or lets it join. False once it is RUNNING.
+    pub waiting_for_etcd: bool,
 }
 
 /// After a first config: poll with mutual TLS until the node's MachineStatus says RUNNING.
@@ -203,8 +206,12 @@ pub struct FirstBoot {
 /// installation media it then installs and reboots (stages INSTALLING, REBOOTING, BOOTING,
 /// RUNNING), installed already it boots on (BOOTING, RUNNING) with no reboot
 /// (`internal/app/machined/pkg/runtime/v1alpha1/v1alpha1_sequencer.go`). So the first mutual-TLS
-/// answer means nothing yet: only RUNNING ends the wait. RUNNING does not wait for `ready`, which
-/// a first control plane reaches only after etcd is bootstrapped.
+/// answer means nothing yet: RUNNING ends the wait, and so does BOOTING while the etcd service
+/// waits in its pre stage. A control plane's boot ends only once its etcd is up
+/// (`StartAllServices` in `v1alpha1_sequencer_tasks.go`, etcd's `buildInitialCluster` in
+/// `internal/app/machined/pkg/system/services/etcd.go` @ v1.14.1), so before bootstrap it stays
+/// BOOTING; upstream's own bootstrapper accepts BOOTING for that reason (`pkg/cluster/
+/// bootstrap.go`). Neither waits for `ready`, which needs the Kubernetes API.
 pub async fn wait_until_running(
     endpoint: &str,
     node: Option<&str>,
@@ -234,22 +241,24 @@ pub async fn wait_until_running(
             ));
         }
         match poll_stage(endpoint, node, creds, attempt_options(left)).await {
-            Ok((stage, boot_id)) => {
+            Ok(polled) => {
                 if !answered {
                     answered = true;
-                    first_boot_id.clone_from(&boot_id);
+                    first_boot_id.clone_from(&polled.boot_id);
                 }
-                if stage == MachineStage::Running {
-                    let rebooted_since = match (&first_boot_id, &boot_id) {
+                let waiting_for_etcd = polled.stage == MachineStage::Booting && polled.etcd_waits;
+                if polled.stage == MachineStage::Running || waiting_for_etcd {
+                    let rebooted_since = match (&first_boot_id, &polled.boot_id) {
                         (Some(first), Some(now)) => first != now,
                         _ => false,
                     };
                     return Ok(FirstBoot {
-                        boot_id,
+                        boot_id: polled.boot_id,
                         install_reboot: went_away || rebooted_since,
+                        waiting_for_etcd,
                     });
                 }
-                last_state = format!("answering, stage {}", stage_name(stage));
+                last_state = format!("answering, stage {}", stage_name(polled.stage));
             }
             Err(e) => {
                 match e.kind {
@@ -271,12 +280,21 @@ pub async fn wait_until_running(
     }
 }
 
+/// What one poll of a booting node saw.
+struct Polled {
+    stage: MachineStage,
+    boot_id: Option<String>,
+    /// In BOOTING: the etcd service waits in its pre stage (`Preparing`), which is where a
+    /// control plane's etcd waits to join or to be bootstrapped.
+    etcd_waits: bool,
+}
+
 async fn poll_stage(
     endpoint: &str,
     node: Option<&str>,
     creds: &Credentials,
     opts: ConnectOptions,
-) -> Result<(MachineStage, Option<String>)> {
+) -> Result<Polled> {
     let client = TalosClient::connect(endpoint, creds, opts).await?;
     let client = match node {
         Some(n) => client.with_node(n),
@@ -284,7 +302,17 @@ async fn poll_stage(
     };
     let status = client.machine_status().await?;
     let boot_id = client.boot_id().await?;
-    Ok((status.stage, boot_id))
+    let etcd_waits = status.stage == MachineStage::Booting
+        && client
+            .service_list()
+            .await?
+            .iter()
+            .any(|s| s.id == "etcd" && s.state == "Preparing");
+    Ok(Polled {
+        stage: status.stage,
+        boot_id,
+        etcd_waits,
+    })
 }
 
 fn stage_name(stage: MachineStage) -> &'static str {

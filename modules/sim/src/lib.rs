@@ -34,6 +34,7 @@
 
 mod apply;
 pub mod blocks;
+mod boot_stage;
 pub mod config;
 pub mod control;
 mod decode;
@@ -164,6 +165,7 @@ impl Cluster {
             tasks.push(tokio::spawn(server::run_node(shared.clone(), i, l)));
             tasks.push(tokio::spawn(kube::run(shared.clone(), i)));
         }
+        tasks.push(tokio::spawn(boot_stage::watch_readiness(shared.clone())));
         let control = match control_cfg {
             Some(a) => {
                 let listener = tokio::net::TcpListener::bind(a)

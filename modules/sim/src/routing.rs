@@ -374,3 +374,22 @@ impl Ctx {
         }
     }
 }
+
+/// When the caller gives up: the `grpc-timeout` header gRPC clients send with a deadline
+/// (`<digits><unit>`, units H M S m u n, per gRPC's HTTP/2 protocol description), as an instant
+/// from now. None when the call has no deadline.
+pub fn grpc_deadline(md: &MetadataMap) -> Option<std::time::Instant> {
+    let value = md.get("grpc-timeout")?.to_str().ok()?;
+    let (digits, unit) = value.split_at(value.len().checked_sub(1)?);
+    let amount: u64 = digits.parse().ok()?;
+    let timeout = match unit {
+        "H" => std::time::Duration::from_secs(amount.checked_mul(3600)?),
+        "M" => std::time::Duration::from_secs(amount.checked_mul(60)?),
+        "S" => std::time::Duration::from_secs(amount),
+        "m" => std::time::Duration::from_millis(amount),
+        "u" => std::time::Duration::from_micros(amount),
+        "n" => std::time::Duration::from_nanos(amount),
+        _ => return None,
+    };
+    std::time::Instant::now().checked_add(timeout)
+}

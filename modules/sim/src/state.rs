@@ -226,6 +226,9 @@ pub struct Node {
     /// This node's kube-apiserver accepts connections (`kube/listener.rs` binds it a poll after
     /// the node starts serving): the health check's Kubernetes checks ask it, as upstream's do.
     pub kube_api_listening: bool,
+    /// The stage and unmet conditions the last MachineStatus of `Shared::publish_stage` said,
+    /// so `boot_stage::watch_readiness` publishes again only when they change.
+    pub published_status: Option<(Stage, Vec<crate::boot_stage::UnmetCondition>)>,
 }
 
 impl Node {
@@ -427,9 +430,25 @@ pub fn task_event(task: &str, action: pb::task_event::Action) -> prost_types::An
 }
 
 pub fn machine_status_event(stage: Stage, ready: bool) -> prost_types::Any {
+    machine_status_event_with(stage, ready, &[])
+}
+
+/// A MachineStatus event with the unmet readiness conditions it lists.
+pub fn machine_status_event_with(
+    stage: Stage,
+    ready: bool,
+    unmet: &[crate::boot_stage::UnmetCondition],
+) -> prost_types::Any {
+    use pb::machine_status_event::machine_status::UnmetCondition;
     let status = pb::machine_status_event::MachineStatus {
         ready,
-        unmet_conditions: vec![],
+        unmet_conditions: unmet
+            .iter()
+            .map(|c| UnmetCondition {
+                name: c.name.to_string(),
+                reason: c.reason.clone(),
+            })
+            .collect(),
     };
     any(
         "MachineStatusEvent",
@@ -588,6 +607,7 @@ impl Shared {
                 running_since: None,
                 components: Default::default(),
                 kube_api_listening: false,
+                published_status: None,
             };
             nodes.push(node);
         }
@@ -666,10 +686,11 @@ impl Shared {
         let settled = Instant::now()
             .checked_sub(st.bootstrap_settle)
             .unwrap_or_else(Instant::now);
-        st.nodes[idx].running_since = (stage == Stage::Running).then_some(settled);
+        st.nodes[idx].running_since = (stage != Stage::Maintenance).then_some(settled);
         st.nodes[idx].components =
             crate::kube::Components::boot(st.nodes[idx].active.as_ref(), settled);
-        self.publish(&mut st, idx, "", machine_status_event(stage, true));
+        self.publish_stage(&mut st, idx);
+        self.sync_etcd(&mut st);
         refresh_unsigned_tls(&mut st);
         self.notify(&st, idx);
         Ok(())
@@ -767,7 +788,9 @@ impl Shared {
         let mut st = self.lock();
         let stage = come_up(&mut st, idx)?;
         let n = &mut st.nodes[idx];
-        n.running_since = (stage == Stage::Running).then(Instant::now);
+        // Services start with the boot whatever stage it then waits in (BOOTING until etcd is
+        // up on a control plane, boot_stage.rs).
+        n.running_since = (stage != Stage::Maintenance).then(Instant::now);
         n.components = crate::kube::Components::boot(n.active.as_ref(), Instant::now());
         let control_plane = n.is_control_plane();
         let configured = n.active.is_some();
@@ -792,8 +815,12 @@ impl Shared {
                 }
             }
         }
-        self.publish(&mut st, idx, "", sequence_event("boot", A::Stop));
-        self.publish(&mut st, idx, "", machine_status_event(stage, true));
+        if stage != Stage::Booting {
+            self.publish(&mut st, idx, "", sequence_event("boot", A::Stop));
+            self.publish_stage(&mut st, idx);
+        }
+        // A control plane that is not a member yet joins here if etcd lets it, which ends its
+        // boot; otherwise it waits in BOOTING.
         self.sync_etcd(&mut st);
         refresh_unsigned_tls(&mut st);
         self.notify(&st, idx);
@@ -806,6 +833,13 @@ impl Shared {
     /// leader, so a node whose EPHEMERAL was wiped after etcd lost its quorum waits, empty, for a
     /// recovery.
     pub fn sync_etcd(&self, st: &mut State) {
+        Self::join_etcd(st);
+        self.end_boots(st);
+    }
+
+    /// The etcd half of [`Shared::sync_etcd`]: control planes that are up join while etcd has
+    /// a quorum.
+    fn join_etcd(st: &mut State) {
         let Some(members) = st.etcd.as_ref() else {
             return;
         };
@@ -837,6 +871,40 @@ impl Shared {
                 // as a learner with a new id.
                 n.etcd_data = true;
             }
+        }
+    }
+
+    /// Publishes node `idx`'s MachineStatus as it stands: its stage and unmet conditions.
+    pub fn publish_stage(&self, st: &mut State, idx: usize) {
+        let unmet = crate::boot_stage::unmet_conditions(st, idx);
+        let stage = st.nodes[idx].stage;
+        let ev = machine_status_event_with(stage, unmet.is_empty(), &unmet);
+        st.nodes[idx].published_status = Some((stage, unmet));
+        self.publish(st, idx, "", ev);
+    }
+
+    /// Ends the boot of every control plane that waited in BOOTING for its etcd and now has it
+    /// (after a bootstrap or once etcd lets it join): the boot sequence's last task finishes,
+    /// and MachineStatus says RUNNING (boot_stage.rs).
+    pub fn end_boots(&self, st: &mut State) {
+        for idx in crate::boot_stage::boots_ended(st) {
+            use pb::sequence_event::Action as A;
+            self.publish(st, idx, "", sequence_event("boot", A::Stop));
+            self.publish_stage(st, idx);
+            self.notify(st, idx);
+        }
+    }
+
+    /// Bootstrap marks the waiting etcd service finished (`BootstrapEtcd` in
+    /// `internal/app/machined/pkg/system/services/etcd.go` @ v1.14.1), so the node's boot ends
+    /// even when the etcd it then starts fails (a recovery whose snapshot does not restore).
+    pub fn end_boot_for_bootstrap(&self, st: &mut State, idx: usize) {
+        if st.nodes[idx].stage == Stage::Booting {
+            st.nodes[idx].stage = Stage::Running;
+            use pb::sequence_event::Action as A;
+            self.publish(st, idx, "", sequence_event("boot", A::Stop));
+            self.publish_stage(st, idx);
+            self.notify(st, idx);
         }
     }
 
@@ -977,7 +1045,8 @@ impl Shared {
 }
 
 /// Node `idx` listens again with a TLS personality for its running config: up, a new listener
-/// generation, and the stage that config gives (RUNNING, or MAINTENANCE without one).
+/// generation, and the stage its services reach (`boot_stage::stage_after_services`: RUNNING,
+/// BOOTING while a control plane's etcd is not up, or MAINTENANCE without a config).
 fn come_up(st: &mut State, idx: usize) -> anyhow::Result<Stage> {
     let ca_key = st
         .nodes
@@ -990,12 +1059,8 @@ fn come_up(st: &mut State, idx: usize) -> anyhow::Result<Stage> {
     n.tls = Some(Arc::new(tls::NodeTls::build(n, ca_key)?));
     n.up = true;
     n.generation += 1;
-    n.stage = if n.active.is_some() {
-        Stage::Running
-    } else {
-        Stage::Maintenance
-    };
-    Ok(n.stage)
+    st.nodes[idx].stage = crate::boot_stage::stage_after_services(st, idx);
+    Ok(st.nodes[idx].stage)
 }
 
 /// The OS CA key a control plane's trustd would sign a worker's certificate with: any node's

@@ -693,8 +693,9 @@ async fn installer_refuses_hosts_out_of_range() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn events_kubeconfig_reset_and_reboot_faults() {
-    let cluster = start(1, 0).await;
-    configure(&cluster, 0, &CP).await;
+    // Bootstrapped: a control plane without etcd would stay BOOTING after its reboot
+    // (boot_stage.rs), never RUNNING and ready.
+    let cluster = bootstrapped(1, 0).await;
     let ep = cluster.endpoint(0).unwrap();
     let mut m = machine(ep, admin()).await;
 
@@ -772,7 +773,8 @@ async fn events_kubeconfig_reset_and_reboot_faults() {
     ev.message().await.unwrap();
     let mut running = false;
     for _ in 0..20 {
-        let Ok(Ok(Some(e))) = tokio::time::timeout(Duration::from_millis(500), ev.message()).await
+        // MachineStatus says ready only once the kubelet posted Ready, a moment after the boot.
+        let Ok(Ok(Some(e))) = tokio::time::timeout(Duration::from_secs(3), ev.message()).await
         else {
             break;
         };

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use ferro_talos_client::proto::machine::EtcdMember;
-use ferro_talos_client::{ConnectOptions, Credentials, TalosClient};
+use ferro_talos_client::{ConnectOptions, Credentials, ErrorKind, TalosClient};
 
 use crate::connection::{self, Target};
 
@@ -47,6 +47,102 @@ pub async fn health(client: &TalosClient, m: &EtcdMember) -> Result<(), String> 
         Ok(s) if s.errors.is_empty() => Ok(()),
         Ok(s) => Err(s.errors.join("; ")),
         Err(e) => Err(e.message),
+    }
+}
+
+/// How long a member list may wait where etcd does not run on the node asked: Talos's etcd
+/// client waits for a connection (`NewClient`, `internal/pkg/etcd/etcd.go` @ v1.14.1), so before
+/// bootstrap `EtcdMemberList` blocks until the caller's deadline instead of failing.
+pub const MEMBER_LIST_PROBE: Duration = Duration::from_secs(3);
+
+/// What asking one control plane about etcd members told us.
+#[derive(Debug)]
+pub enum Members {
+    /// etcd answered with these members.
+    Present(Vec<EtcdMember>),
+    /// No etcd answered, and the node's own etcd service does not run (what it says: before
+    /// bootstrap it waits to join, `Preparing: Running pre state`). Not bootstrapped, as far as
+    /// this node can tell.
+    NotRunning { service: String },
+    /// The node is in maintenance mode: it has no config yet.
+    Maintenance,
+    /// We could not tell: why.
+    Unknown(String),
+}
+
+/// Connects to `target` and asks it about etcd members ([`members_of`]); a node that cannot be
+/// reached with mutual TLS but answers in maintenance mode is `Maintenance`.
+pub async fn ask(target: &Target, creds: &Credentials, opts: &ConnectOptions) -> Members {
+    let client = match connection::connect(target, creds, opts.clone()).await {
+        Ok(c) => c,
+        Err(e) => return maintenance_or(target, opts, e.to_string()).await,
+    };
+    match members_of(&client).await {
+        Members::Unknown(why) => maintenance_or(target, opts, why).await,
+        answer => answer,
+    }
+}
+
+/// [`ask`] of every target at once: each may wait up to [`MEMBER_LIST_PROBE`] where etcd does
+/// not run, so asking one after the other would add those waits up.
+pub async fn ask_all(
+    targets: &[Target],
+    creds: &Credentials,
+    opts: &ConnectOptions,
+) -> Vec<Members> {
+    futures_util::future::join_all(targets.iter().map(|t| ask(t, creds, opts))).await
+}
+
+async fn maintenance_or(target: &Target, opts: &ConnectOptions, why: String) -> Members {
+    match ferro_talos_client::probe(target.maintenance_address(), opts).await {
+        Ok(ferro_talos_client::NodeMode::Maintenance) => Members::Maintenance,
+        _ => Members::Unknown(why),
+    }
+}
+
+/// etcd's members as one control plane sees them, decided from what the node says of its own
+/// etcd service first: where it runs, a member list that fails is an error to report; where it
+/// does not (it waits to join before bootstrap), the list is asked with a short deadline
+/// ([`MEMBER_LIST_PROBE`]), and no answer within it means no etcd answers there.
+pub async fn members_of(client: &TalosClient) -> Members {
+    let services = match client.service_list().await {
+        Ok(s) => s,
+        Err(e) if e.kind == ErrorKind::MaintenanceMode => return Members::Maintenance,
+        Err(e) => return Members::Unknown(e.to_string()),
+    };
+    let etcd = services.iter().find(|s| s.id == "etcd");
+    let service = etcd.map_or_else(
+        || "no etcd service".to_string(),
+        |s| {
+            let last = s.events.as_ref().and_then(|e| e.events.last());
+            match last {
+                Some(ev) if !ev.msg.is_empty() => format!("etcd service {}: {}", s.state, ev.msg),
+                _ => format!("etcd service {}", s.state),
+            }
+        },
+    );
+    let running = etcd.is_some_and(|s| s.state == "Running");
+    let answer = if running {
+        client.etcd_member_list().await
+    } else {
+        client.etcd_member_list_within(MEMBER_LIST_PROBE).await
+    };
+    match answer {
+        Ok(m) if !m.is_empty() => Members::Present(m),
+        Ok(_) => Members::NotRunning { service },
+        Err(e) if e.kind == ErrorKind::MaintenanceMode => Members::Maintenance,
+        // No etcd to reach: the wait ran out (Talos 1.14 and 1.13 block), the connection was
+        // refused (a node whose etcd endpoint refuses at once), or the node knows no endpoint.
+        Err(e)
+            if !running
+                && (e.kind == ErrorKind::Timeout
+                    || (e.kind == ErrorKind::Unreachable && e.grpc_code.is_some())
+                    || e.message
+                        .contains("no controlplane endpoints discovered yet")) =>
+        {
+            Members::NotRunning { service }
+        }
+        Err(e) => Members::Unknown(e.to_string()),
     }
 }
 

@@ -22,9 +22,11 @@ pub async fn etcd_guard(client: &TalosClient, node: &str) -> Result<(), String> 
     if !matches!(machine_type, MachineType::ControlPlane | MachineType::Init) {
         return Ok(());
     }
-    // No members to read: etcd was never bootstrapped, or no control plane's etcd answers;
-    // there is no quorum to keep, and Talos's LeaveEtcd skips a node that never joined.
-    let Ok(members) = client.etcd_member_list().await else {
+    // No members to read: etcd was never bootstrapped (the node's etcd waits to join, and a
+    // member list there would block until its deadline: etcd_members::members_of asks briefly),
+    // or no control plane's etcd answers; there is no quorum to keep, and Talos's LeaveEtcd
+    // skips a node that never joined.
+    let etcd_members::Members::Present(members) = etcd_members::members_of(client).await else {
         return Ok(());
     };
     let host = node

@@ -4,8 +4,8 @@ use std::time::{Duration, Instant};
 
 use ferro_ansible_protocol::{Context, Diff, ModuleError, ModuleResult, Opt, Params, Spec};
 use ferro_talos_client::{
-    Apply, ApplyMode, ConnectOptions, Credentials, NodeMode, TalosClient, wait_for_reboot,
-    wait_until_running,
+    Apply, ApplyMode, ConnectOptions, Credentials, FirstBoot, NodeMode, TalosClient,
+    wait_for_reboot, wait_until_running,
 };
 use ferro_talos_config::{MachineConfig, diff, live, redact, risk};
 use serde_json::{Value, json};
@@ -289,17 +289,25 @@ async fn apply_first(
         );
         return Ok(result.msg(format!("applied the first config to {}", req.target.node)));
     };
-    let install_reboot = verify_first_boot(ctx, req, creds).await?;
-    let how = if install_reboot {
+    let first = verify_first_boot(ctx, req, creds).await?;
+    let how = if first.install_reboot {
         "it installed Talos, rebooted and runs"
     } else {
         "it runs"
     };
+    // A control plane's boot waits for etcd until it is bootstrapped or lets it join: said, not
+    // waited out (a first control plane would wait for ever).
+    let etcd = if first.waiting_for_etcd {
+        "; its boot waits for etcd (bootstrap it with ferro.talos.talos_bootstrap, or it joins once etcd lets it)"
+    } else {
+        ""
+    };
     Ok(result
-        .with("install_reboot", install_reboot)
-        .with("reboot_required", install_reboot)
+        .with("install_reboot", first.install_reboot)
+        .with("reboot_required", first.install_reboot)
+        .with("waiting_for_etcd", first.waiting_for_etcd)
         .msg(format!(
-            "applied the first config to {}; {how} that config on {}",
+            "applied the first config to {}; {how} that config on {}{etcd}",
             req.target.node, req.expected_address
         )))
 }
@@ -520,14 +528,14 @@ fn pending_until_reboot(
     )
 }
 
-/// After a first config: wait until the node runs it (MachineStatus RUNNING) on
-/// `expected_address`, then check that it runs the config we sent. Whether it rebooted on the way
-/// (the install reboot) is returned.
+/// After a first config: wait until the node runs it (MachineStatus RUNNING, or BOOTING while
+/// its etcd waits: `wait_until_running`) on `expected_address`, then check that it runs the
+/// config we sent. How it came up (the install reboot, waiting for etcd) is returned.
 async fn verify_first_boot(
     ctx: &mut Context,
     req: &Request,
     creds: &Credentials,
-) -> Result<bool, ModuleError> {
+) -> Result<FirstBoot, ModuleError> {
     let started = Instant::now();
     let (endpoint, node) = back_on(req);
     let first = wait_until_running(
@@ -540,7 +548,7 @@ async fn verify_first_boot(
     .await
     .map_err(|e| not_back(req, e))?;
     verify_live_on(ctx, req, creds, &endpoint, started).await?;
-    Ok(first.install_reboot)
+    Ok(first)
 }
 
 /// Where a node that left maintenance mode or rebooted is asked: through the endpoint when the

@@ -7,7 +7,7 @@ use ferro_talos_client::{ConnectOptions, Credentials, ErrorKind, NodeMode, probe
 use serde_json::json;
 
 use crate::connection::{self, Target, client_error, with_connection_options};
-use crate::etcd_members::{self, EtcdWait};
+use crate::etcd_members::{self, EtcdWait, Members};
 
 /// How long to wait before asking a node that was not ready to bootstrap again.
 const BOOTSTRAP_RETRY: Duration = Duration::from_millis(500);
@@ -21,18 +21,6 @@ pub fn spec() -> Spec {
         )
         .option(Opt::bool("wait").default(true))
         .option(Opt::int("timeout").default(300))
-}
-
-/// What asking one control plane about etcd members told us.
-pub(crate) enum Members {
-    /// etcd answered with this many members.
-    Present(usize),
-    /// etcd is not running there (before bootstrap, or not joined yet).
-    None,
-    /// The node is in maintenance mode: it has no config yet.
-    Maintenance,
-    /// We could not ask: why.
-    Unknown(String),
 }
 
 pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
@@ -77,20 +65,25 @@ async fn bootstrap(
 
     // Ask this node and the other control planes: any member anywhere means the cluster exists,
     // and bootstrapping a second node would split it.
-    let mut answers = Vec::new();
-    for node in std::iter::once(&target.node).chain(others) {
-        let t = Target {
-            node: node.clone(),
-            endpoint: if node == &target.node {
+    let nodes: Vec<&String> = std::iter::once(&target.node).chain(others).collect();
+    let targets: Vec<Target> = nodes
+        .iter()
+        .map(|node| Target {
+            node: (*node).clone(),
+            endpoint: if *node == &target.node {
                 target.endpoint.clone()
             } else {
-                node.clone()
+                (*node).clone()
             },
-        };
-        answers.push((node.clone(), ask_members(&t, &creds, &opts).await));
-    }
+        })
+        .collect();
+    let answers: Vec<(String, Members)> = nodes
+        .into_iter()
+        .cloned()
+        .zip(etcd_members::ask_all(&targets, &creds, &opts).await)
+        .collect();
     if let Some((node, n)) = answers.iter().find_map(|(node, a)| match a {
-        Members::Present(n) => Some((node, *n)),
+        Members::Present(m) => Some((node, m.len())),
         _ => None,
     }) {
         return Ok(result
@@ -129,13 +122,22 @@ async fn bootstrap(
         }
         return Err(ModuleError::new(msg).with("node", target.node.clone()));
     }
+    // What each control plane said of its etcd: the evidence behind "not bootstrapped".
+    let evidence: Vec<String> = answers
+        .iter()
+        .filter_map(|(node, a)| match a {
+            Members::NotRunning { service } => Some(format!("{node}: {service}")),
+            _ => None,
+        })
+        .collect();
     if ctx.check_mode {
         return Ok(ModuleResult::changed()
             .with("node", target.node.clone())
             .with("bootstrap_needed", true)
             .msg(format!(
-                "would bootstrap etcd on {} (no control plane has etcd members)",
-                target.node
+                "would bootstrap etcd on {} (no control plane has etcd members; {})",
+                target.node,
+                evidence.join("; ")
             )));
     }
     let deadline = Instant::now() + timeout;
@@ -188,41 +190,6 @@ fn maintenance_answer(result: ModuleResult, target: &Target) -> ModuleResult {
     ));
     r.changed = true;
     r
-}
-
-pub(crate) async fn ask_members(
-    target: &Target,
-    creds: &Credentials,
-    opts: &ConnectOptions,
-) -> Members {
-    let client = match connection::connect(target, creds, opts.clone()).await {
-        Ok(c) => c,
-        Err(e) => {
-            return match probe(target.maintenance_address(), opts).await {
-                Ok(NodeMode::Maintenance) => Members::Maintenance,
-                _ => Members::Unknown(e.to_string()),
-            };
-        }
-    };
-    match client.etcd_member_list().await {
-        Ok(m) if !m.is_empty() => Members::Present(m.len()),
-        Ok(_) => Members::None,
-        // etcd not running yet: the normal answer before bootstrap (api.md §15).
-        Err(e) if matches!(e.kind, ErrorKind::Unreachable) && e.grpc_code.is_some() => {
-            Members::None
-        }
-        Err(e) if e.kind == ErrorKind::MaintenanceMode => Members::Maintenance,
-        Err(e)
-            if e.message
-                .contains("no controlplane endpoints discovered yet") =>
-        {
-            Members::None
-        }
-        Err(e) => match probe(target.maintenance_address(), opts).await {
-            Ok(NodeMode::Maintenance) => Members::Maintenance,
-            _ => Members::Unknown(e.to_string()),
-        },
-    }
 }
 
 /// After Bootstrap: until etcd runs and is healthy with members.

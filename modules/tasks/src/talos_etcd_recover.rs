@@ -22,8 +22,7 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use crate::connection::{self, Target, client_error, with_connection_options};
-use crate::etcd_members::{self, EtcdWait};
-use crate::talos_bootstrap::{Members, ask_members};
+use crate::etcd_members::{self, EtcdWait, Members};
 
 /// bbolt's meta page magic, at offset 16 of the file (etcd's backend is a bbolt database).
 const BBOLT_MAGIC: u32 = 0xED0C_DAED;
@@ -118,13 +117,14 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
             } else {
                 Target::for_node(p, node, "control_plane_nodes")?
             };
-            match ask_members(&t, &creds, &opts).await {
-                Members::Present(n) => {
+            match etcd_members::ask(&t, &creds, &opts).await {
+                Members::Present(m) => {
                     return Ok(result.msg(format!(
-                        "etcd runs with {n} member(s) (asked {node}): nothing to recover"
+                        "etcd runs with {} member(s) (asked {node}): nothing to recover",
+                        m.len()
                     )));
                 }
-                Members::None => {}
+                Members::NotRunning { .. } => {}
                 Members::Maintenance => {
                     return Err(ModuleError::new(format!(
                         "node {node} is in maintenance mode: apply its config first; a control plane \

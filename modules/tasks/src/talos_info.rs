@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use crate::connection::{
     self, CredentialSource, Target, client_error, with_connection_options_for_nodes,
 };
+use crate::etcd_members::Members;
 use crate::sha256_hex;
 
 /// How many nodes are read at the same time: enough for a large homelab in one round, few enough
@@ -202,8 +203,10 @@ pub async fn configured_facts(
     let (members, etcd_error) = if machine_type.as_deref() == Some("worker") {
         (Vec::new(), Value::Null)
     } else {
-        match client.etcd_member_list().await {
-            Ok(m) => (
+        // Asked as the bootstrap asks it: before bootstrap a member list blocks until its
+        // deadline (etcd_members::members_of), and facts must not wait for that.
+        match crate::etcd_members::members_of(&client).await {
+            Members::Present(m) => (
                 m.into_iter()
                     .map(|m| {
                         json!({
@@ -217,7 +220,11 @@ pub async fn configured_facts(
                     .collect(),
                 Value::Null,
             ),
-            Err(e) => (Vec::new(), json!(e.message)),
+            Members::NotRunning { service } => {
+                (Vec::new(), json!(format!("no etcd answers ({service})")))
+            }
+            Members::Maintenance => (Vec::new(), json!("the node is in maintenance mode")),
+            Members::Unknown(why) => (Vec::new(), json!(why)),
         }
     };
     Ok(json!({

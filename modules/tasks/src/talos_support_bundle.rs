@@ -220,8 +220,8 @@ async fn collect(
         }
         Err(e) => errors.push(format!("{node}: services: {e}")),
     }
-    match client.etcd_member_list().await {
-        Ok(members) => {
+    match crate::etcd_members::members_of(&client).await {
+        crate::etcd_members::Members::Present(members) => {
             let text: String = members
                 .iter()
                 .map(|m| format!("{:016x} {} {}\n", m.id, m.hostname, m.peer_urls.join(",")))
@@ -229,7 +229,16 @@ async fn collect(
             add("etcd-members.txt", text.into_bytes());
         }
         // Workers and nodes without etcd have none: worth a line, not an alarm.
-        Err(e) => add("etcd-members.txt", format!("# {e}\n").into_bytes()),
+        crate::etcd_members::Members::NotRunning { service } => add(
+            "etcd-members.txt",
+            format!("# no etcd answers ({service})\n").into_bytes(),
+        ),
+        crate::etcd_members::Members::Maintenance => {
+            add("etcd-members.txt", b"# maintenance mode\n".to_vec())
+        }
+        crate::etcd_members::Members::Unknown(why) => {
+            add("etcd-members.txt", format!("# {why}\n").into_bytes())
+        }
     }
     for (file, namespace, kind) in RESOURCES {
         match client.list_resources(namespace, kind).await {

@@ -227,6 +227,62 @@ fn talos_bootstrap_bootstraps_etcd_once() {
     assert!(sim.cluster().nodes()[0].etcd_member);
 }
 
+/// Before bootstrap a control plane stays BOOTING (its boot waits for etcd: `StartAllServices` in
+/// `internal/app/machined/pkg/runtime/v1alpha1/v1alpha1_sequencer_tasks.go`, etcd's
+/// `buildInitialCluster` in `internal/app/machined/pkg/system/services/etcd.go` @ v1.14.1) and
+/// its EtcdMemberList blocks until the caller's deadline (`NewClient` in
+/// `internal/pkg/etcd/etcd.go`). The first apply of each control plane ends at BOOTING, as
+/// upstream's bootstrapper accepts it (`pkg/cluster/bootstrap.go`), and talos_bootstrap tells
+/// "not bootstrapped" from the etcd services' own state in seconds, not a deadline per node.
+#[test]
+fn the_first_bootstrap_waits_for_nothing_that_comes_only_after_it() {
+    let sim = Sim::start(3, 0);
+    let secrets = bundle(&sim);
+    for index in 0..3 {
+        let mut args = apply_args(&sim, &secrets, index);
+        args["timeout"] = json!(60);
+        let started = std::time::Instant::now();
+        let applied = run_ok(&APPLY, &args);
+        assert_eq!(applied["waiting_for_etcd"], json!(true), "{applied}");
+        let msg = applied["msg"].as_str().unwrap_or_default();
+        assert!(msg.contains("its boot waits for etcd"), "{msg}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(30));
+    }
+    assert!(
+        sim.cluster().nodes().iter().all(|n| n.stage == "booting"),
+        "{:?}",
+        sim.cluster().nodes()
+    );
+    let control_planes: Vec<String> = (0..3).map(|i| sim.node(i)).collect();
+    let args = json!({"node": sim.node(0), "secrets_file": secrets,
+                      "control_plane_nodes": control_planes});
+    let started = std::time::Instant::now();
+    let check = common::run(&BOOTSTRAP, &args, common::Run::Check);
+    let took = started.elapsed();
+    assert!(!check.failed(), "{}", check.json);
+    assert_eq!(check.json["changed"], json!(true), "{}", check.json);
+    let msg = check.json["msg"].as_str().unwrap_or_default();
+    assert!(
+        msg.contains("would bootstrap etcd") && msg.contains("etcd service Preparing"),
+        "{msg}"
+    );
+    assert!(
+        took < std::time::Duration::from_secs(10),
+        "it asked for {took:?}"
+    );
+    run_ok(&BOOTSTRAP, &args);
+    // The bootstrap ends the first control plane's boot; the others join and end theirs.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !sim.cluster().nodes().iter().all(|n| n.stage == "running") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{:?}",
+            sim.cluster().nodes()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
 #[test]
 fn talos_health_and_talos_info_only_read() {
     let sim = Sim::start(1, 1);

@@ -52,12 +52,22 @@ impl TalosClient {
     /// etcd members as seen by this node. Not retried: Unavailable here usually
     /// means etcd is not running, which is an answer, not a transient failure.
     pub async fn etcd_member_list(&self) -> Result<Vec<machine::EtcdMember>> {
+        self.etcd_member_list_within(self.opts.call_timeout).await
+    }
+
+    /// [`TalosClient::etcd_member_list`] with its own deadline. Talos asks etcd with a client
+    /// that waits for a connection (`NewClient` in `internal/pkg/etcd/etcd.go` @ v1.14.1), so
+    /// where no etcd answers (before bootstrap) the call blocks until the deadline: a short one
+    /// turns that into an answer (`ErrorKind::Timeout`) instead of a long wait.
+    pub async fn etcd_member_list_within(
+        &self,
+        limit: std::time::Duration,
+    ) -> Result<Vec<machine::EtcdMember>> {
         let op = "list etcd members";
-        let req = self.request(
-            EtcdMemberListRequest { query_local: false },
-            self.opts.call_timeout,
-        )?;
-        let resp = self.unary(op, self.machine().etcd_member_list(req)).await?;
+        let req = self.request(EtcdMemberListRequest { query_local: false }, limit)?;
+        let resp = self
+            .unary_within(op, limit, self.machine().etcd_member_list(req))
+            .await?;
         Ok(self.first(op, resp.messages)?.members)
     }
 

@@ -13,7 +13,9 @@ use ferro_talos_proto::resource::k8s::{
     ApiServerConfigSpec, ControllerManagerConfigSpec, ManifestSpec, NodenameSpec,
     SchedulerConfigSpec, SingleManifest,
 };
-use ferro_talos_proto::resource::runtime::{MachineStatusSpec, MachineStatusStatus};
+use ferro_talos_proto::resource::runtime::{
+    MachineStatusSpec, MachineStatusStatus, UnmetCondition,
+};
 use prost::Message;
 use tokio::sync::mpsc;
 use tonic::{Request, Response, Status};
@@ -21,7 +23,7 @@ use tonic::{Request, Response, Status};
 use super::block;
 use crate::mcfg::MachineType;
 use crate::routing::{BoxStream, Ctx, Target};
-use crate::state::{Shared, Stage};
+use crate::state::Shared;
 
 pub struct Cosi(pub Ctx);
 
@@ -187,19 +189,37 @@ fn resources(shared: &Shared, idx: usize, ns: &str, ty: &str) -> BTreeMap<String
             },
         );
     } else if (ns, ty) == MS {
-        let ready = matches!(n.stage, Stage::Running | Stage::Maintenance);
+        // Readiness as upstream's MachineStatusController computes it (boot_stage.rs).
+        let unmet = crate::boot_stage::unmet_conditions(&st, idx);
+        let ready = unmet.is_empty();
         let spec = MachineStatusSpec {
             stage: n.stage.proto() as i32,
             status: Some(MachineStatusStatus {
                 ready,
-                unmet_conditions: vec![],
+                unmet_conditions: unmet
+                    .iter()
+                    .map(|c| UnmetCondition {
+                        name: c.name.to_string(),
+                        reason: c.reason.clone(),
+                    })
+                    .collect(),
             }),
         };
-        let yaml = format!(
+        let mut yaml = format!(
             "stage: {}\nstatus:\n    ready: {ready}\n",
             n.stage.yaml_name()
         );
-        let version = n.generation * 8 + n.stage.proto() as u64;
+        if !unmet.is_empty() {
+            yaml.push_str("    unmetConditions:\n");
+            for c in &unmet {
+                yaml.push_str(&format!(
+                    "        - name: {}\n          reason: {}\n",
+                    c.name, c.reason
+                ));
+            }
+        }
+        // A new version whenever what it says changes, so a watch sees each change.
+        let version = n.generation * 64 + n.stage.proto() as u64 * 4 + unmet.len() as u64;
         out.insert(
             "machine".into(),
             Resource {

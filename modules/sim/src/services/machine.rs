@@ -323,6 +323,7 @@ impl MachineService for Machine {
                 );
                 if let Err(why) = check {
                     st.nodes[t.idx].etcd_failed = Some(why);
+                    shared.end_boot_for_bootstrap(&mut st, t.idx);
                     return one(Bootstrap { metadata: None });
                 }
             }
@@ -361,36 +362,38 @@ impl MachineService for Machine {
     ) -> Result<Response<EtcdMemberListResponse>, Status> {
         let shared = self.shared().clone();
         let query_local = request.get_ref().query_local;
-        let messages = self
-            .0
-            .unary(request.metadata(), &path("EtcdMemberList"), |t| {
-                etcd_node_check(&shared, t, "member list")?;
-                let st = shared.lock();
-                let me = &st.nodes[t.idx];
-                let Some(members) = st.etcd.as_ref() else {
-                    return Err(etcd_refused(&me.address.to_string()));
-                };
-                if query_local && (!me.etcd_data || me.etcd_stopped()) {
-                    return Err(etcd_refused(&me.address.to_string()));
-                }
-                let list: Vec<EtcdMember> = members
-                    .iter()
-                    .filter_map(|m| st.nodes.get(m.node).map(|n| (m, n)))
-                    .map(|(m, n)| EtcdMember {
-                        id: m.id,
-                        hostname: n.hostname.clone(),
-                        peer_urls: vec![format!("https://{}:2380", n.address)],
-                        client_urls: vec![format!("https://{}:2379", n.address)],
-                        is_learner: false,
-                    })
-                    .collect();
-                one(EtcdMembers {
-                    metadata: None,
-                    legacy_members: list.iter().map(|m| m.hostname.clone()).collect(),
-                    members: list,
-                })
-            })?;
-        Ok(Response::new(EtcdMemberListResponse { messages }))
+        // Upstream (`EtcdMemberList` in v1alpha1_server.go, `NewClient` in internal/pkg/etcd/
+        // etcd.go @ v1.14.1) asks etcd through clientv3, whose calls wait for a connection
+        // (grpc.WaitForReady, as the comment of `PromoteMember` there says): with no etcd to
+        // reach (before bootstrap, or locally where etcd does not run) the call blocks until the
+        // caller's deadline instead of failing, and answers as soon as etcd can be reached.
+        let deadline = crate::routing::grpc_deadline(request.metadata());
+        loop {
+            let unreachable = std::cell::Cell::new(false);
+            let answer = self
+                .0
+                .unary(request.metadata(), &path("EtcdMemberList"), |t| {
+                    etcd_node_check(&shared, t, "member list")?;
+                    let st = shared.lock();
+                    let me = &st.nodes[t.idx];
+                    let reachable =
+                        st.etcd.is_some() && !(query_local && (!me.etcd_data || me.etcd_stopped()));
+                    if !reachable {
+                        unreachable.set(true);
+                        return Err(Status::deadline_exceeded("context deadline exceeded"));
+                    }
+                    member_list(&st)
+                });
+            let waiting = unreachable.get() && deadline.is_none_or(|d| Instant::now() < d);
+            if !waiting {
+                return Ok(Response::new(EtcdMemberListResponse { messages: answer? }));
+            }
+            let nap = Duration::from_millis(100);
+            let nap = deadline.map_or(nap, |d| {
+                nap.min(d.saturating_duration_since(Instant::now()))
+            });
+            tokio::time::sleep(nap).await;
+        }
     }
 
     /// Upstream (`v1alpha1_server.go` EtcdRemoveMemberByID @ v1.13.9): the control-plane check,
@@ -998,4 +1001,27 @@ impl MachineService for Machine {
         })?;
         Ok(Response::new(ImagePullResponse { messages }))
     }
+}
+
+/// The member list etcd answers (any reachable member answers the same).
+fn member_list(st: &state::State) -> Result<Vec<EtcdMembers>, Status> {
+    let Some(members) = st.etcd.as_ref() else {
+        return Err(Status::deadline_exceeded("context deadline exceeded"));
+    };
+    let list: Vec<EtcdMember> = members
+        .iter()
+        .filter_map(|m| st.nodes.get(m.node).map(|n| (m, n)))
+        .map(|(m, n)| EtcdMember {
+            id: m.id,
+            hostname: n.hostname.clone(),
+            peer_urls: vec![format!("https://{}:2380", n.address)],
+            client_urls: vec![format!("https://{}:2379", n.address)],
+            is_learner: false,
+        })
+        .collect();
+    one(EtcdMembers {
+        metadata: None,
+        legacy_members: list.iter().map(|m| m.hostname.clone()).collect(),
+        members: list,
+    })
 }

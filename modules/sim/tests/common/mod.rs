@@ -204,7 +204,8 @@ pub fn apply_req(
 }
 
 /// Applies a config to node `i` in maintenance mode and waits until it runs it: after the
-/// install reboot when it booted from media, at once when Talos was installed already.
+/// install reboot when it booted from media, at once when Talos was installed already; a
+/// control plane then waits in BOOTING for etcd.
 pub async fn configure(cluster: &Cluster, i: usize, cfg: &str) {
     use ferro_talos_proto::machine::apply_configuration_request::Mode;
     let ep = cluster.endpoint(i).unwrap();
@@ -220,7 +221,9 @@ pub async fn configure(cluster: &Cluster, i: usize, cfg: &str) {
     );
     for _ in 0..400 {
         let n = cluster.node(i).unwrap();
-        if !n.maintenance && n.stage == "running" && n.listening {
+        // A control plane stays BOOTING until etcd is bootstrapped (boot_stage.rs).
+        let booted = n.stage == "running" || n.stage == "booting";
+        if !n.maintenance && booted && n.listening {
             assert!(cluster.wait_listening(i, Duration::from_secs(5)).await);
             return;
         }
