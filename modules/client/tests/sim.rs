@@ -101,13 +101,19 @@ async fn node_lifecycle_against_the_simulator() {
     assert!(v.features.is_some());
     assert_eq!(c.get_machine_config().await.unwrap(), config.as_bytes());
     assert_eq!(c.machine_type().await.unwrap(), MachineType::ControlPlane);
+    // A control plane's boot waits for etcd until it is bootstrapped (StartAllServices in
+    // internal/app/machined/pkg/runtime/v1alpha1/v1alpha1_sequencer_tasks.go @ v1.14.1).
     let status = c.machine_status().await.unwrap();
-    assert_eq!(status.stage, MachineStage::Running);
+    assert_eq!(status.stage, MachineStage::Booting);
     assert!(!c.hostname().await.unwrap().is_empty());
     assert!(!c.service_list().await.unwrap().is_empty());
 
     // Bootstrap once; the second time is AlreadyExists.
     c.bootstrap().await.unwrap();
+    assert_eq!(
+        c.machine_status().await.unwrap().stage,
+        MachineStage::Running
+    );
     let err = c.bootstrap().await.unwrap_err();
     assert_eq!(err.kind, ErrorKind::AlreadyExists, "{err}");
     let members = tokio_retry(|| c.etcd_member_list()).await;
