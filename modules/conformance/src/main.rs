@@ -4,18 +4,22 @@
 //! layout and compares the two (docs/talos-fidelity.md, "Conformance run").
 //!
 //! Read-only by construction: the RPCs are reads and dry runs, and every module runs in check mode
-//! (`check_mode.rs` refuses to start one otherwise).
+//! (`check_mode.rs` refuses to start one otherwise). The one exception is the maintenance-mode
+//! run (`--maintenance-node`, `maintenance.rs`), which takes a spare machine through a config,
+//! bootstrap and a reset, and only with `--i-understand-this-wipes-the-node`.
 
 mod check_mode;
 mod dry_runs;
 mod files;
 mod layout;
+mod maintenance;
 mod modules;
 mod normalise;
 mod record;
 mod rpcs;
 mod session;
 mod shape;
+mod timeline;
 mod wire_shape;
 
 use std::path::{Path, PathBuf};
@@ -41,8 +45,8 @@ use crate::session::Session;
 )]
 struct Cli {
     /// The cluster's talosconfig.
-    #[arg(long)]
-    talosconfig: PathBuf,
+    #[arg(long, required_unless_present = "maintenance_node")]
+    talosconfig: Option<PathBuf>,
     /// The talosconfig context (default: its current context).
     #[arg(long)]
     context: Option<String>,
@@ -51,7 +55,11 @@ struct Cli {
     #[arg(long)]
     endpoint: Option<String>,
     /// The nodes to probe, comma-separated: every control plane and worker to compare.
-    #[arg(long, value_delimiter = ',', required = true)]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        required_unless_present = "maintenance_node"
+    )]
     nodes: Vec<String>,
     /// Where the module binaries are (default: beside this program, as cargo builds them).
     #[arg(long)]
@@ -62,6 +70,36 @@ struct Cli {
     /// Write the JSON here (a new file, mode 0600) instead of stdout.
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Instead of probing a cluster: take this one spare machine, booted into maintenance mode,
+    /// through a control-plane config, etcd's bootstrap and a reset back to maintenance mode
+    /// (STATE and EPHEMERAL wiped). Destructive: needs --i-understand-this-wipes-the-node.
+    #[arg(
+        long,
+        value_name = "ADDRESS",
+        conflicts_with_all = ["talosconfig", "nodes", "context", "endpoint"]
+    )]
+    maintenance_node: Option<String>,
+    /// The confirmation --maintenance-node needs: the machine is installed and wiped again.
+    #[arg(long, requires = "maintenance_node")]
+    i_understand_this_wipes_the_node: bool,
+    /// --maintenance-node: the install disk of the config.
+    #[arg(long, default_value = "/dev/sda", requires = "maintenance_node")]
+    install_disk: String,
+    /// --maintenance-node: the installer image of the config [default: the installer of the
+    /// release the machine runs].
+    #[arg(long, requires = "maintenance_node")]
+    install_image: Option<String>,
+    /// --maintenance-node: seconds MachineStatus and the etcd service must stay the same before
+    /// the member list is timed and etcd bootstrapped.
+    #[arg(long, default_value_t = 20.0, requires = "maintenance_node")]
+    settle: f64,
+    /// --maintenance-node: seconds each wait may take (until settled, until running and ready,
+    /// until back in maintenance mode).
+    #[arg(long, default_value_t = 1800, requires = "maintenance_node")]
+    wait_timeout: u64,
+    /// --maintenance-node: the deadline of each EtcdMemberList, in seconds.
+    #[arg(long, default_value_t = 10.0, requires = "maintenance_node")]
+    member_list_deadline: f64,
 }
 
 fn main() -> ExitCode {
@@ -76,6 +114,12 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: &Cli) -> Result<()> {
+    if let Some(node) = &cli.maintenance_node {
+        return run_maintenance(cli, node);
+    }
+    let Some(talosconfig) = &cli.talosconfig else {
+        bail!("--talosconfig is required (or --maintenance-node for one spare machine)");
+    };
     let nodes: Vec<String> = cli
         .nodes
         .iter()
@@ -89,7 +133,7 @@ fn run(cli: &Cli) -> Result<()> {
     }
     let modules_dir = modules_dir(cli)?;
     let mut normaliser = Normaliser::new();
-    let (context_name, creds) = credentials(cli, &mut normaliser)?;
+    let (context_name, creds) = credentials(cli, talosconfig, &mut normaliser)?;
     let session = Session::new(creds, cli.endpoint.clone());
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -119,12 +163,12 @@ fn run(cli: &Cli) -> Result<()> {
     }
     normaliser.known(&context_name, "<context>");
     normaliser.known(&workdir.path().display().to_string(), "<tmp>");
-    normaliser.known(&cli.talosconfig.display().to_string(), "<talosconfig>");
+    normaliser.known(&talosconfig.display().to_string(), "<talosconfig>");
     normaliser.known(&modules_dir.display().to_string(), "<modules>");
 
     let health_timeout = Duration::from_secs(cli.health_timeout.max(1));
     let connection = Connection {
-        talosconfig: cli.talosconfig.clone(),
+        talosconfig: talosconfig.clone(),
         context: cli.context.clone(),
         endpoint: cli.endpoint.clone(),
     };
@@ -160,11 +204,48 @@ fn run(cli: &Cli) -> Result<()> {
         },
         "records": records,
     });
-    let text = serde_json::to_string_pretty(&output)? + "\n";
+    write_output(cli, &output)
+}
+
+fn write_output(cli: &Cli, output: &serde_json::Value) -> Result<()> {
+    let text = serde_json::to_string_pretty(output)? + "\n";
     match &cli.out {
         Some(path) => files::write_private(path, text.as_bytes())
             .with_context(|| format!("cannot write {} (it must not exist yet)", path.display()))?,
         None => print!("{text}"),
+    }
+    Ok(())
+}
+
+/// `--maintenance-node`: the destructive run against one spare machine. The report is written
+/// also when the machine did not come back, and the run then fails saying what to do.
+fn run_maintenance(cli: &Cli, node: &str) -> Result<()> {
+    let seconds = |name: &str, s: f64| {
+        Duration::try_from_secs_f64(s)
+            .ok()
+            .filter(|d| !d.is_zero())
+            .ok_or_else(|| anyhow!("--{name} must be a positive number of seconds, e.g. 10"))
+    };
+    let opts = maintenance::Options {
+        node: node.trim().to_string(),
+        confirmed: cli.i_understand_this_wipes_the_node,
+        install_disk: cli.install_disk.clone(),
+        install_image: cli.install_image.clone(),
+        settle: seconds("settle", cli.settle)?,
+        timeout: Duration::from_secs(cli.wait_timeout.max(1)),
+        member_list_deadline: seconds("member-list-deadline", cli.member_list_deadline)?,
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let outcome = runtime.block_on(maintenance::run(&opts))?;
+    write_output(cli, &outcome.report)?;
+    if let Some(why) = outcome.not_back {
+        bail!("{why}");
+    }
+    if outcome.interrupted {
+        bail!("interrupted; {node} was reset to maintenance mode and the report written");
     }
     Ok(())
 }
@@ -191,8 +272,12 @@ fn modules_dir(cli: &Cli) -> Result<PathBuf> {
 }
 
 /// The talosconfig context's credentials; their key material is registered as secrets first.
-fn credentials(cli: &Cli, normaliser: &mut Normaliser) -> Result<(String, Credentials)> {
-    let config = read_talosconfig(&cli.talosconfig).map_err(|e| anyhow!("{e}"))?;
+fn credentials(
+    cli: &Cli,
+    talosconfig: &Path,
+    normaliser: &mut Normaliser,
+) -> Result<(String, Credentials)> {
+    let config = read_talosconfig(talosconfig).map_err(|e| anyhow!("{e}"))?;
     let (name, context) =
         select_context(&config, cli.context.as_deref()).map_err(|e| anyhow!("{e}"))?;
     for secret in [&context.ca, &context.crt, &context.key] {

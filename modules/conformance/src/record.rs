@@ -56,10 +56,7 @@ impl Record {
 
     /// A failed call: its status code and the node's own text (not our advice around it).
     pub fn failed(mut self, e: &ClientError, n: &Normaliser) -> Record {
-        self.code = match e.grpc_code {
-            Some(code) => grpc_code_name(code).to_string(),
-            None => format!("({})", kind_name(&e.kind)),
-        };
+        self.code = code(e);
         self.message = n.text(&e.message);
         self.facts
             .insert("client_kind".into(), kind_name(&e.kind).into());
@@ -79,6 +76,15 @@ impl Record {
     pub fn fact(mut self, key: &str, value: impl Into<String>) -> Record {
         self.facts.insert(key.to_string(), value.into());
         self
+    }
+}
+
+/// A failure's code as records show it: the gRPC status code's name, else the client's kind of
+/// failure in parentheses.
+pub fn code(e: &ClientError) -> String {
+    match e.grpc_code {
+        Some(code) => grpc_code_name(code).to_string(),
+        None => format!("({})", kind_name(&e.kind)),
     }
 }
 

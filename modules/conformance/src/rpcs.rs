@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use ferro_talos_client::proto::cluster::ClusterInfo;
-use ferro_talos_client::proto::machine::EventsRequest;
+use ferro_talos_client::proto::machine::{EventsRequest, ServiceInfo};
 use ferro_talos_client::{ClientError, ErrorKind, TalosClient, decode_machine_status, probe};
 use serde_json::Value;
 
@@ -16,6 +16,17 @@ use crate::record::Record;
 use crate::session::Session;
 use crate::shape::Shape;
 use crate::wire_shape;
+
+/// A service's state and health on one line: `Running healthy`, `Preparing health unknown`.
+pub fn service_summary(s: &ServiceInfo) -> String {
+    let health = s.health.clone().unwrap_or_default();
+    let health = match (health.unknown, health.healthy) {
+        (true, _) => "health unknown",
+        (false, true) => "healthy",
+        (false, false) => "unhealthy",
+    };
+    format!("{} {health}", s.state)
+}
 
 /// The id of a resource no node has, for Talos's NotFound answer.
 const MISSING_ID: &str = "conformance-probe-missing";
@@ -183,16 +194,7 @@ impl RpcProbes<'_> {
                     .shape(wire_shape::services(&list))
                     .ids(list.iter().map(|s| s.id.clone()).collect());
                 for s in &list {
-                    let health = s.health.clone().unwrap_or_default();
-                    let health = match (health.unknown, health.healthy) {
-                        (true, _) => "health unknown",
-                        (false, true) => "healthy",
-                        (false, false) => "unhealthy",
-                    };
-                    record = record.fact(
-                        &format!("service {}", s.id),
-                        format!("{} {health}", s.state),
-                    );
+                    record = record.fact(&format!("service {}", s.id), service_summary(s));
                 }
                 record
             }
