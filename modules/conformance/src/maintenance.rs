@@ -17,6 +17,7 @@
 //! and its clock synced (`internal/app/machined/internal/server/v1alpha1/v1alpha1_server.go`
 //! Bootstrap). The run records what the node says rather than assuming any of it.
 
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -890,16 +891,19 @@ impl Recovery {
     fn write(bundle: &Bundle, node: &str) -> Result<Recovery> {
         let dir = tempfile::Builder::new()
             .prefix("ferro-conformance-node-")
+            .permissions(std::fs::Permissions::from_mode(0o700))
             .tempdir()
             .context("cannot create a private directory for the run's talosconfig")?;
-        let host = Endpoint::parse(node)
-            .map(|e| e.host)
-            .unwrap_or_else(|_| node.to_string());
+        let hosts = vec![
+            Endpoint::parse(node)
+                .map(|e| e.host)
+                .unwrap_or_else(|_| node.to_string()),
+        ];
         let talosconfig = TalosConfig::for_cluster(
             bundle,
             CLUSTER_NAME,
-            &[host.clone()],
-            &[host],
+            &hosts,
+            &hosts,
             time::OffsetDateTime::now_utc(),
         )
         .map_err(|e| anyhow!("cannot make the run's talosconfig: {e}"))?;
