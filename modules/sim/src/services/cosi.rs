@@ -1,7 +1,9 @@
 //! `cosi.resource.State` Get/List/Watch (api.md §8) for the few resources our modules read:
 //! the machine config (sensitive), the machine type and the machine status, the node name, the
 //! extension statuses, the control plane's component configs (sensitive) and its bootstrap
-//! manifests. Writes are refused.
+//! manifests; and the discovery config (sensitive, `discovery.rs`), which no module reads: it is
+//! there so tests prove a sensitive resource the node does serve never reaches a result. Writes
+//! are refused.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
@@ -19,6 +21,7 @@ use tokio::sync::mpsc;
 use tonic::{Request, Response, Status};
 
 use super::block;
+use super::discovery::{self, DISCOVERY_CONFIG, DISCOVERY_CONFIG_ID};
 use crate::mcfg::MachineType;
 use crate::routing::{BoxStream, Ctx, Target};
 use crate::state::{Shared, Stage};
@@ -110,6 +113,7 @@ fn check_access(t: &Target, ns: &str, ty: &str) -> Result<(), Status> {
         MANIFESTS,
         block::DISKS,
         block::VOLUMES,
+        DISCOVERY_CONFIG,
     ]
     .iter()
     .any(|(n, y)| *n == ns && *y == ty)
@@ -119,7 +123,11 @@ fn check_access(t: &Target, ns: &str, ty: &str) -> Result<(), Status> {
             "resource type {ty:?} is not supported"
         )));
     }
-    if ((ns, ty) == MC || control_plane_config(ns, ty).is_some()) && !t.is_admin() {
+    // The types upstream marks `Sensitivity: meta.Sensitive` (internal/app/resources/access.go
+    // AccessPolicy: os:admin only, "not authorized" for every other role).
+    let sensitive =
+        (ns, ty) == MC || (ns, ty) == DISCOVERY_CONFIG || control_plane_config(ns, ty).is_some();
+    if sensitive && !t.is_admin() {
         return Err(Status::permission_denied("not authorized"));
     }
     Ok(())
@@ -265,6 +273,26 @@ fn resources(shared: &Shared, idx: usize, ns: &str, ty: &str) -> BTreeMap<String
                 metadata: Some(meta(ns, ty, id, state.version, state.changed_at)),
                 spec: Some(Spec {
                     proto_spec,
+                    yaml_spec,
+                }),
+            },
+        );
+    } else if (ns, ty) == DISCOVERY_CONFIG
+        && let Some(cfg) = &n.active
+        && let Some(yaml_spec) = discovery::spec_yaml(cfg, crate::version::minor(&n.version))
+    {
+        out.insert(
+            DISCOVERY_CONFIG_ID.into(),
+            Resource {
+                metadata: Some(meta(
+                    ns,
+                    ty,
+                    DISCOVERY_CONFIG_ID,
+                    n.config_version,
+                    n.config_updated,
+                )),
+                spec: Some(Spec {
+                    proto_spec: vec![],
                     yaml_spec,
                 }),
             },
