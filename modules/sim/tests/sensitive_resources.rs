@@ -118,3 +118,50 @@ async fn a_node_in_maintenance_refuses_them_too() {
     );
     cluster.shutdown().await;
 }
+
+/// The resource definitions say which types are sensitive, and every role may read them
+/// (`ResourceDefinitions.meta.cosi.dev` is not sensitive itself; id the type in lower case:
+/// cosi-project/runtime `pkg/resource/meta/resource_definition.go`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resource_definitions_tell_which_types_are_sensitive() {
+    let cluster = start(1, 0).await;
+    let ep = cluster.endpoint(0).unwrap();
+    let mut state = StateClient::new(channel(ep, insecure()).await.unwrap());
+    let definition = |ty: &str| get(("meta", "ResourceDefinitions.meta.cosi.dev", ty));
+    for (ty, namespace, sensitive) in [
+        ("discoveryconfigs.cluster.talos.dev", "config", true),
+        (
+            "apiserverconfigs.kubernetes.talos.dev",
+            "controlplane",
+            true,
+        ),
+        ("machineconfigs.config.talos.dev", "config", true),
+        ("disks.block.talos.dev", "runtime", false),
+        ("nodenames.kubernetes.talos.dev", "k8s", false),
+    ] {
+        let rd = state
+            .get(definition(ty))
+            .await
+            .unwrap()
+            .into_inner()
+            .resource
+            .unwrap();
+        let spec: Value = serde_saphyr::from_str(&rd.spec.unwrap().yaml_spec).unwrap();
+        assert_eq!(
+            spec["type"].as_str().map(str::to_lowercase).as_deref(),
+            Some(ty)
+        );
+        assert_eq!(spec["defaultNamespace"], namespace, "{ty}");
+        assert_eq!(
+            spec.get("sensitivity").and_then(Value::as_str) == Some("sensitive"),
+            sensitive,
+            "{ty}: {spec}"
+        );
+    }
+    let e = state
+        .get(definition("widgets.example.dev"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::NotFound);
+    cluster.shutdown().await;
+}

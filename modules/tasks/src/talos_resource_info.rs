@@ -34,8 +34,10 @@ pub fn spec() -> Spec {
         .option(Opt::str("id"))
 }
 
-/// The namespace a type the table does not know is read from when none is given.
-const UNKNOWN_TYPE_NAMESPACE: &str = "runtime";
+/// COSI's own type of resource definitions, one per registered type, id the type in lower case
+/// (cosi-project/runtime v1.14.1 `pkg/resource/meta/resource_definition.go`); not sensitive, so
+/// every role reads it, in maintenance mode too.
+const DEFINITIONS: (&str, &str) = ("meta", "ResourceDefinitions.meta.cosi.dev");
 
 pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
     let target = Target::from_params(p)?;
@@ -50,7 +52,7 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
         .map(str::trim)
         .filter(|s| !s.is_empty())
         .map(str::to_string);
-    let (kind, namespace) = readable_type(&written, given_namespace.as_deref())?;
+    let (kind, table_namespace) = readable_type(&written, given_namespace.as_deref())?;
     let creds = connection::credentials(ctx, p)?.map(|c| c.0);
     let opts = connection::connect_options(p, Duration::from_secs(30))?;
     connection::block_on(async {
@@ -77,6 +79,14 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
             },
         }
         .map_err(|e| client_error(ctx, e))?;
+        // The node's own definition of the type has the last word: its release may mark
+        // sensitive a type the table does not know, or not register the type at all.
+        let definition = node_definition(&client, &kind)
+            .await
+            .map_err(|e| client_error(ctx, e))?;
+        let definition = readable_on_node(&target.node, &kind, definition)?;
+        let kind = definition.name;
+        let namespace = table_namespace.unwrap_or(definition.default_namespace);
         let resources = match &id {
             Some(id) => match client.get_resource(&namespace, &kind, id).await {
                 Ok(r) => vec![r],
@@ -101,9 +111,13 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
     })?
 }
 
-/// The type and namespace to read, from what the user wrote; a sensitive type, the `secrets`
-/// namespace, an ambiguous name or a short name the table does not know is an error.
-fn readable_type(written: &str, namespace: Option<&str>) -> Result<(String, String), ModuleError> {
+/// The type to read and, when the user gave one or the table knows the type, its namespace, from
+/// what the user wrote; a sensitive type, the `secrets` namespace, an ambiguous name or a short
+/// name the table does not know is an error.
+fn readable_type(
+    written: &str,
+    namespace: Option<&str>,
+) -> Result<(String, Option<String>), ModuleError> {
     if written.is_empty() {
         return Err(ModuleError::new(
             "type must name a resource type, like Disks.block.talos.dev or disks (talosctl get rd lists them)",
@@ -131,14 +145,11 @@ fn readable_type(written: &str, namespace: Option<&str>) -> Result<(String, Stri
     match t {
         Some(t) => Ok((
             t.name.to_string(),
-            namespace.unwrap_or(t.default_namespace).to_string(),
+            Some(namespace.unwrap_or(t.default_namespace).to_string()),
         )),
-        // A type the table does not know (a newer release's, an extension's) is read as written,
-        // when written in full; Talos refuses a type it does not register itself.
-        None if written.contains('.') => Ok((
-            written.to_string(),
-            namespace.unwrap_or(UNKNOWN_TYPE_NAMESPACE).to_string(),
-        )),
+        // A type the table does not know (a newer release's, an extension's), written in full:
+        // the node's own definition of it decides (`node_definition`).
+        None if written.contains('.') => Ok((written.to_string(), namespace.map(str::to_string))),
         None => Err(ModuleError::new(format!(
             "type {written:?} is no resource type or alias Talos {} registers; write a resource \
              type's full name, like Disks.block.talos.dev, or an alias, like disks (talosctl get \
@@ -191,6 +202,66 @@ fn status_of(t: &ResourceType) -> Option<&'static ResourceType> {
         .strip_suffix("Specs")
         .or_else(|| plural.strip_suffix("Configs"))?;
     resource_types::by_name(&format!("{stem}Statuses.{suffix}")).filter(|s| !s.is_sensitive())
+}
+
+/// What a node's resource definition says of a type (its YAML spec: `type`, `defaultNamespace`,
+/// `sensitivity` only when `sensitive`; cosi-project/runtime `pkg/resource/meta/spec/spec.go`).
+struct NodeDefinition {
+    name: String,
+    default_namespace: String,
+    sensitive: bool,
+}
+
+/// The node's definition of `kind` (matched without regard to case, as apid's access filter
+/// looks it up: `internal/app/resources/access.go` `AccessPolicy`); `None` when the node
+/// registers no such type.
+async fn node_definition(
+    client: &TalosClient,
+    kind: &str,
+) -> Result<Option<NodeDefinition>, ferro_talos_client::ClientError> {
+    let r = match client
+        .get_resource(DEFINITIONS.0, DEFINITIONS.1, &kind.to_lowercase())
+        .await
+    {
+        Ok(r) => r,
+        Err(e) if e.kind == ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let yaml = r.spec.map(|s| s.yaml_spec).unwrap_or_default();
+    Ok(Some(parse_definition(kind, &yaml)))
+}
+
+fn parse_definition(kind: &str, yaml: &str) -> NodeDefinition {
+    let spec = serde_saphyr::from_str::<Value>(yaml).unwrap_or(Value::Null);
+    let text = |key: &str| spec.get(key).and_then(Value::as_str).map(str::to_string);
+    NodeDefinition {
+        name: text("type").unwrap_or_else(|| kind.to_string()),
+        default_namespace: text("defaultNamespace").unwrap_or_else(|| "runtime".to_string()),
+        // Anything but the one non-sensitive value (empty, left out) is treated as sensitive.
+        sensitive: text("sensitivity").is_some_and(|s| !s.is_empty()),
+    }
+}
+
+/// The node's definition of the type, when the node has one that is not sensitive.
+fn readable_on_node(
+    node: &str,
+    kind: &str,
+    definition: Option<NodeDefinition>,
+) -> Result<NodeDefinition, ModuleError> {
+    match definition {
+        None => Err(ModuleError::new(format!(
+            "node {node} registers no resource type {kind}: write one it has (talosctl get rd \
+             lists them)"
+        ))),
+        Some(d) if d.sensitive => Err(ModuleError::new(format!(
+            "{} may hold secrets: node {node}'s own definition of it marks it sensitive (only \
+             os:admin may read it), and its values would land in the task's result, so \
+             talos_resource_info does not read it; talosctl get {} shows it on your terminal, \
+             outside any task result",
+            d.name, d.name
+        ))),
+        Some(d) => Ok(d),
+    }
 }
 
 /// A resource as the task returns it: its metadata, and its spec parsed from the YAML Talos sends
@@ -275,7 +346,7 @@ mod tests {
                 match resource_types::resolve(&spelling) {
                     Lookup::Known(_) => assert_eq!(
                         readable_type(&spelling, None).expect("readable"),
-                        (t.name.to_string(), t.default_namespace.to_string()),
+                        (t.name.to_string(), Some(t.default_namespace.to_string())),
                         "{spelling}"
                     ),
                     Lookup::Ambiguous(_) => {
@@ -288,7 +359,7 @@ mod tests {
         }
         assert_eq!(
             readable_type("nodename", Some("k8s")).expect("readable"),
-            ("Nodenames.kubernetes.talos.dev".into(), "k8s".into())
+            ("Nodenames.kubernetes.talos.dev".into(), Some("k8s".into()))
         );
     }
 
@@ -314,15 +385,52 @@ mod tests {
         );
     }
 
+    /// A release newer than the table may mark sensitive a type the table does not know: the
+    /// node's resource definition (`sensitivity: sensitive` in its YAML spec) refuses it.
+    #[test]
+    fn the_nodes_own_definition_refuses_what_it_marks_sensitive() {
+        let newer = parse_definition(
+            "widgets.example.dev",
+            "type: Widgets.example.dev\ndisplayType: Widget\ndefaultNamespace: widgets\n\
+             aliases: []\nallAliases: []\nprintColumns: []\nsensitivity: sensitive\n",
+        );
+        let err = readable_on_node("10.0.0.5", "widgets.example.dev", Some(newer))
+            .err()
+            .expect("refused")
+            .msg;
+        assert!(
+            err.starts_with("Widgets.example.dev may hold secrets"),
+            "{err}"
+        );
+        assert!(err.contains("node 10.0.0.5's own definition"), "{err}");
+        let plain = parse_definition(
+            "widgets.example.dev",
+            "type: Widgets.example.dev\ndefaultNamespace: widgets\n",
+        );
+        let d = readable_on_node("10.0.0.5", "widgets.example.dev", Some(plain)).expect("readable");
+        assert_eq!(
+            (d.name.as_str(), d.default_namespace.as_str()),
+            ("Widgets.example.dev", "widgets")
+        );
+        let none = readable_on_node("10.0.0.5", "Widgets.example.dev", None)
+            .err()
+            .expect("refused")
+            .msg;
+        assert!(
+            none.contains("registers no resource type Widgets.example.dev"),
+            "{none}"
+        );
+    }
+
     #[test]
     fn a_name_that_is_no_type_says_what_to_write() {
         let err = readable_type("nosuchthing", None).unwrap_err().msg;
         assert!(err.contains("type \"nosuchthing\""), "{err}");
         assert!(err.contains("Disks.block.talos.dev"), "{err}");
-        // A full name the table does not know (a newer release's) is read as written.
+        // A full name the table does not know (a newer release's) is for the node to judge.
         assert_eq!(
             readable_type("Widgets.example.dev", None).expect("passed on"),
-            ("Widgets.example.dev".into(), "runtime".into())
+            ("Widgets.example.dev".into(), None)
         );
         assert!(readable_type("", None).is_err());
     }

@@ -209,6 +209,21 @@ fn aliases_and_default_namespaces_read_as_talosctl_get_reads_them() {
         "{}",
         ambiguous.json
     );
+    // A full name the table does not know goes to the node, whose resource definitions decide.
+    let unknown = common::run(
+        &RESOURCE_INFO,
+        &json!({"node": sim.node(0), "secrets_file": secrets, "type": "Widgets.example.dev"}),
+        common::Run::Real,
+    );
+    assert!(unknown.failed());
+    assert!(
+        unknown
+            .msg()
+            .unwrap_or_default()
+            .contains("registers no resource type Widgets.example.dev"),
+        "{}",
+        unknown.json
+    );
 }
 
 /// The support bundle holds no resource of a sensitive type: none of the files it writes per node
