@@ -12,7 +12,9 @@
 //! v1.14.1) and apid then serves it to os:admin only (`internal/app/resources/access.go`
 //! `AccessPolicy`); this module holds admin credentials, and the values would land in the task's
 //! result. The list is upstream's own (`resource_types`, generated from those definitions), plus
-//! the whole `secrets` namespace. Refused rather than redacted: upstream marks sensitivity per
+//! the whole `secrets` namespace, checked before connecting; after connecting, the node's own
+//! definition of the type (`ResourceDefinitions.meta.cosi.dev`) is read too, so a type a newer
+//! release marks sensitive is refused as well. Refused rather than redacted: upstream marks sensitivity per
 //! type, not per field, so no field of such a spec is known to be safe to show; `talosctl
 //! support` likewise drops the spec of every sensitive type (go-talos-support
 //! `support/collectors/talos.go` `talosResource`: `<REDACTED>`).
