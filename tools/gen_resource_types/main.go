@@ -153,18 +153,16 @@ func readFromSource(version string) (release, error) {
 // moduleDir is where a module version's source is, fetched into the module cache if the proxy
 // may be asked (GOPROXY=off: only what the cache holds).
 func moduleDir(dir, module string) (string, error) {
+	// On failure `go mod download -json` still prints the module, with the reason in Error.
 	text, err := goCmd(dir, "mod", "download", "-json", module)
-	if err != nil {
-		return "", err
-	}
 
 	var mod struct{ Dir, Error string }
-	if err := json.Unmarshal([]byte(text), &mod); err != nil {
-		return "", err
+	if jsonErr := json.Unmarshal([]byte(text), &mod); jsonErr != nil && err == nil {
+		return "", jsonErr
 	}
 
 	if mod.Dir == "" {
-		return "", fmt.Errorf("%s is not in the module cache: %s", module, mod.Error)
+		return "", fmt.Errorf("%s is not in the module cache: %s (%v)", module, mod.Error, err)
 	}
 
 	return mod.Dir, nil
@@ -400,7 +398,7 @@ func goCmd(dir string, args ...string) (string, error) {
 
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("go %s: %w", strings.Join(args, " "), err)
+		return string(out), fmt.Errorf("go %s: %w", strings.Join(args, " "), err)
 	}
 
 	return string(out), nil
