@@ -89,6 +89,12 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
         let definition = readable_on_node(&target.node, &kind, definition)?;
         let kind = definition.name;
         let namespace = table_namespace.unwrap_or(definition.default_namespace);
+        if namespace == "secrets" {
+            return Err(ModuleError::new(format!(
+                "{kind} lives in namespace secrets, which holds the cluster's keys; they would land \
+                 in the task's result, so talos_resource_info does not read it"
+            )));
+        }
         let resources = match &id {
             Some(id) => match client.get_resource(&namespace, &kind, id).await {
                 Ok(r) => vec![r],
