@@ -17,6 +17,7 @@ mod node_removal;
 pub mod node_settings;
 mod options;
 pub mod render;
+pub mod resource_types;
 pub mod talos_apply;
 pub mod talos_bootstrap;
 pub mod talos_config;

@@ -4,7 +4,10 @@
 //!
 //! Unlike talosctl's, the bundle holds no machine config, kubeconfig or other secret resource,
 //! and every secret of the cluster's bundle (when the task has it) is replaced by `***` in
-//! everything collected, so the file can be attached to an issue. It is still written 0600,
+//! everything collected, so the file can be attached to an issue. No resource type upstream
+//! marks sensitive is ever collected (`resource_types`, upstream's own list); talosctl keeps
+//! their metadata with the spec replaced by `<REDACTED>` (go-talos-support v0.2.1
+//! `support/collectors/talos.go` `talosResource`), this bundle leaves them out altogether. It is still written 0600,
 //! through a temporary file renamed into place. What could not be read is listed in
 //! `errors.txt` instead of failing the task: a bundle is wanted most when nodes misbehave.
 
@@ -17,6 +20,7 @@ use serde_json::json;
 
 use crate::connection::{self, Target, with_connection_options_for_nodes};
 use crate::files::{SECRET_MODE, write_atomic_with};
+use crate::resource_types;
 
 /// The services whose logs are collected unless `services` says otherwise.
 const DEFAULT_SERVICES: [&str; 6] = [
@@ -27,7 +31,7 @@ const DEFAULT_SERVICES: [&str; 6] = [
     "etcd",
     "kubelet",
 ];
-/// The resources collected from every node: (file, namespace, type).
+/// The resources collected from every node: (file, namespace, type). Each must be `collectable`.
 const RESOURCES: [(&str, &str, &str); 5] = [
     (
         "machinestatus",
@@ -43,6 +47,11 @@ const RESOURCES: [(&str, &str, &str); 5] = [
     ("volumes", "runtime", "VolumeStatuses.block.talos.dev"),
     ("nodename", "k8s", "Nodenames.kubernetes.talos.dev"),
 ];
+
+/// A type the bundle may hold: one upstream defines and does not mark sensitive.
+fn collectable(kind: &str) -> bool {
+    resource_types::by_name(kind).is_some_and(|t| !t.is_sensitive())
+}
 
 pub fn spec() -> Spec {
     with_connection_options_for_nodes(Spec::new())
@@ -241,6 +250,12 @@ async fn collect(
         }
     }
     for (file, namespace, kind) in RESOURCES {
+        if !collectable(kind) {
+            errors.push(format!(
+                "{node}: {kind}: not collected: not a type upstream defines as not sensitive"
+            ));
+            continue;
+        }
         match client.list_resources(namespace, kind).await {
             Ok(list) => {
                 let text: String = list
@@ -306,4 +321,27 @@ fn scrub(content: &[u8], secrets: &[String]) -> Vec<u8> {
         text = text.replace(s.as_str(), "***");
     }
     text.into_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_collected_type_is_one_upstream_does_not_mark_sensitive() {
+        for (_, namespace, kind) in RESOURCES {
+            let t = resource_types::by_name(kind).expect("upstream defines every collected type");
+            assert!(!t.is_sensitive(), "{kind} is sensitive ({})", t.source);
+            assert_eq!(t.default_namespace, namespace, "{kind}");
+        }
+    }
+
+    #[test]
+    fn sensitive_and_unknown_types_are_never_collectable() {
+        for t in resource_types::all().iter().filter(|t| t.is_sensitive()) {
+            assert!(!collectable(t.name), "{}", t.name);
+        }
+        assert!(!collectable("NoSuchThings.talos.dev"));
+        assert!(collectable("Disks.block.talos.dev"));
+    }
 }

@@ -1,7 +1,9 @@
 //! `cosi.resource.State` Get/List/Watch (api.md §8) for the few resources our modules read:
 //! the machine config (sensitive), the machine type and the machine status, the node name, the
 //! extension statuses, the control plane's component configs (sensitive) and its bootstrap
-//! manifests. Writes are refused.
+//! manifests; and the discovery config (sensitive, `discovery.rs`), which no module reads: it is
+//! there so tests prove a sensitive resource the node does serve never reaches a result. Writes
+//! are refused.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
@@ -21,6 +23,7 @@ use tokio::sync::mpsc;
 use tonic::{Request, Response, Status};
 
 use super::block;
+use super::discovery::{self, DISCOVERY_CONFIG, DISCOVERY_CONFIG_ID};
 use crate::mcfg::MachineType;
 use crate::routing::{BoxStream, Ctx, Target};
 use crate::state::Shared;
@@ -96,35 +99,69 @@ fn yaml_string(s: &str) -> String {
     serde_saphyr::to_string(&s.to_string()).unwrap_or_default()
 }
 
-/// Checks namespace/type registration and sensitivity (Talos's access filter).
+/// The resource definitions: one per registered type, id the type in lower case
+/// (cosi-project/runtime `pkg/resource/meta/resource_definition.go` `ID`), readable by every role
+/// (it is not sensitive itself): how `talosctl get` and the modules learn a type's default
+/// namespace and sensitivity.
+const RD: (&str, &str) = ("meta", "ResourceDefinitions.meta.cosi.dev");
+
+/// Every type the simulator serves: (namespace, type, whether upstream marks it sensitive in its
+/// resource definition, `Sensitivity: meta.Sensitive`).
+fn registered() -> Vec<(&'static str, &'static str, bool)> {
+    let mut out = vec![
+        (MC.0, MC.1, true),
+        (MT.0, MT.1, false),
+        (MS.0, MS.1, false),
+        (EXT.0, EXT.1, false),
+        (NODENAME.0, NODENAME.1, false),
+        (MANIFESTS.0, MANIFESTS.1, false),
+        (block::DISKS.0, block::DISKS.1, false),
+        (block::VOLUMES.0, block::VOLUMES.1, false),
+        (DISCOVERY_CONFIG.0, DISCOVERY_CONFIG.1, true),
+        (RD.0, RD.1, false),
+    ];
+    out.extend(
+        CONTROL_PLANE_CONFIGS
+            .iter()
+            .map(|(ty, _)| ("controlplane", *ty, true)),
+    );
+    out
+}
+
+/// Checks namespace/type registration and sensitivity (Talos's access filter,
+/// `internal/app/resources/access.go` `AccessPolicy`: a sensitive type is os:admin only, "not
+/// authorized" for every other role).
 fn check_access(t: &Target, ns: &str, ty: &str) -> Result<(), Status> {
     if !NAMESPACES.contains(&ns) {
         return Err(Status::permission_denied(format!(
             "namespace {ns:?} is not supported"
         )));
     }
-    if ![
-        MC,
-        MT,
-        MS,
-        EXT,
-        NODENAME,
-        MANIFESTS,
-        block::DISKS,
-        block::VOLUMES,
-    ]
-    .iter()
-    .any(|(n, y)| *n == ns && *y == ty)
-        && control_plane_config(ns, ty).is_none()
-    {
+    let Some((_, _, sensitive)) = registered()
+        .into_iter()
+        .find(|(n, y, _)| *n == ns && *y == ty)
+    else {
         return Err(Status::permission_denied(format!(
             "resource type {ty:?} is not supported"
         )));
-    }
-    if ((ns, ty) == MC || control_plane_config(ns, ty).is_some()) && !t.is_admin() {
+    };
+    if sensitive && !t.is_admin() {
         return Err(Status::permission_denied("not authorized"));
     }
     Ok(())
+}
+
+/// A resource definition's YAML spec, in the field order of cosi-project/runtime's
+/// `ResourceDefinitionSpec` (`pkg/resource/meta/spec/spec.go`), `sensitivity` left out when empty.
+/// The simulator names no aliases and no display type.
+fn definition_yaml(ns: &str, ty: &str, sensitive: bool) -> String {
+    let mut yaml = format!(
+        "type: {ty}\ndisplayType: \"\"\ndefaultNamespace: {ns}\naliases: []\nallAliases: []\nprintColumns: []\n"
+    );
+    if sensitive {
+        yaml.push_str("sensitivity: sensitive\n");
+    }
+    yaml
 }
 
 /// Every resource of (ns, type) on the node, by id.
@@ -132,7 +169,21 @@ fn resources(shared: &Shared, idx: usize, ns: &str, ty: &str) -> BTreeMap<String
     let st = shared.lock();
     let n = &st.nodes[idx];
     let mut out = BTreeMap::new();
-    if (ns, ty) == MC {
+    if (ns, ty) == RD {
+        for (def_ns, def_ty, sensitive) in registered() {
+            let id = def_ty.to_lowercase();
+            out.insert(
+                id.clone(),
+                Resource {
+                    metadata: Some(meta(ns, ty, &id, 1, n.config_updated)),
+                    spec: Some(Spec {
+                        proto_spec: vec![],
+                        yaml_spec: definition_yaml(def_ns, def_ty, sensitive),
+                    }),
+                },
+            );
+        }
+    } else if (ns, ty) == MC {
         let mut add = |id: &str, cfg: &crate::mcfg::StoredConfig, version: u64| {
             let text = String::from_utf8_lossy(&cfg.raw).into_owned();
             let mut m = meta(ns, ty, id, version, n.config_updated);
@@ -285,6 +336,26 @@ fn resources(shared: &Shared, idx: usize, ns: &str, ty: &str) -> BTreeMap<String
                 metadata: Some(meta(ns, ty, id, state.version, state.changed_at)),
                 spec: Some(Spec {
                     proto_spec,
+                    yaml_spec,
+                }),
+            },
+        );
+    } else if (ns, ty) == DISCOVERY_CONFIG
+        && let Some(cfg) = &n.active
+        && let Some(yaml_spec) = discovery::spec_yaml(cfg, crate::version::minor(&n.version))
+    {
+        out.insert(
+            DISCOVERY_CONFIG_ID.into(),
+            Resource {
+                metadata: Some(meta(
+                    ns,
+                    ty,
+                    DISCOVERY_CONFIG_ID,
+                    n.config_version,
+                    n.config_updated,
+                )),
+                spec: Some(Spec {
+                    proto_spec: vec![],
                     yaml_spec,
                 }),
             },

@@ -3,6 +3,7 @@
 pub mod block;
 pub mod cluster;
 pub mod cosi;
+pub mod discovery;
 pub mod image;
 pub mod lifecycle;
 pub mod machine;
