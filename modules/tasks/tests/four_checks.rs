@@ -188,6 +188,40 @@ fn talos_config_writes_the_bundle_and_the_config_once() {
     assert_no_secret(&secrets, &[&runs.real, &runs.again, &runs.check_after]);
 }
 
+/// An install image that upstream never published (the stock installer at ghcr.io for 1.14: the
+/// v1.14.0 release notes, "Default Installer Image") fails before anything is written, naming the
+/// Image Factory installer of that release; a node booted from media would retry its pull forever.
+#[test]
+fn talos_config_refuses_an_installer_that_is_not_published() {
+    let dir = tempfile::tempdir().expect("a directory");
+    for talos_version in ["v1.14", "v1.13"] {
+        let args = json!({
+            "secrets_file": dir.path().join("secrets.yaml"),
+            "generate_secrets": true,
+            "machine_type": "worker",
+            "cluster_name": "four",
+            "cluster_endpoint": "https://10.0.0.10:6443",
+            "talos_version": talos_version,
+            "install_image": "ghcr.io/siderolabs/installer:v1.14.1",
+            "dest": dir.path().join("worker.yaml"),
+        });
+        for how in [common::Run::Check, common::Run::Real] {
+            let outcome = common::run(&CONFIG, &args, how);
+            let msg = outcome.msg().unwrap_or_default().to_string();
+            assert!(outcome.failed(), "{}", outcome.json);
+            assert!(msg.starts_with("install_image: "), "{msg}");
+            assert!(
+                msg.contains(
+                    "factory.talos.dev/metal-installer/\
+                     376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba:v1.14.1"
+                ),
+                "{msg}"
+            );
+            assert!(!dir.path().join("worker.yaml").exists());
+        }
+    }
+}
+
 #[test]
 fn talos_apply_configures_a_node_in_maintenance_once() {
     let sim = Sim::start(1, 0);
