@@ -314,6 +314,57 @@ fn talos_upgrade_upgrades_a_worker_once() {
     );
 }
 
+/// Talos 1.14 is not published at `ghcr.io/siderolabs/installer` (commit cf6065238, first in
+/// v1.14.0-alpha.1; the v1.14.0 release notes, "Default Installer Image"); talosctl upgrade 1.14
+/// defaults to the Image Factory's installer of the empty schematic (`cmd/talosctl/cmd/talos/
+/// upgrade.go` init, `pkg/images/images.go` InstallerImageRepository @ v1.14.1). talos-sim's
+/// registry has no 1.14 image at the old path, so a default that pointed there fails the pull.
+#[test]
+fn talos_upgrade_to_1_14_installs_the_image_factory_installer() {
+    let sim = Sim::start(1, 1);
+    let secrets = bootstrapped(&sim);
+    let args = json!({
+        "node": sim.node(1), "secrets_file": secrets, "talos_version": "v1.14.1",
+        "timeout": 120, "drain_timeout": 60,
+    });
+    let runs = four_checks(&sim, &UPGRADE, &args, Kind::Converges);
+    let factory = "factory.talos.dev/metal-installer/\
+        376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba:v1.14.1";
+    assert_eq!(runs.check["target_image"], json!(factory), "{}", runs.check);
+    assert_eq!(runs.real["target_image"], json!(factory), "{}", runs.real);
+    assert_eq!(sim.cluster().nodes()[1].version, "v1.14.1");
+}
+
+/// The stock installer named for a release after ghcr.io stopped carrying it is refused before any
+/// node is asked, with the Image Factory's reference of the same release to write instead.
+#[test]
+fn talos_upgrade_refuses_the_unpublished_ghcr_installer() {
+    let node = "127.0.0.1:1";
+    let factory = "factory.talos.dev/metal-installer/\
+        376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba:v1.14.1";
+    for (args, option) in [
+        (
+            json!({"node": node, "image": "ghcr.io/siderolabs/installer:v1.14.1"}),
+            "image",
+        ),
+        (
+            json!({"node": node, "talos_version": "1.14.1",
+                   "installer_repository": "ghcr.io/siderolabs/installer"}),
+            "installer_repository",
+        ),
+    ] {
+        for how in [common::Run::Check, common::Run::Real] {
+            let outcome = common::run(&UPGRADE, &args, how);
+            let msg = outcome.msg().unwrap_or_default().to_string();
+            assert!(outcome.failed(), "{}", outcome.json);
+            assert!(msg.starts_with(&format!("{option}: ")), "{msg}");
+            for word in ["not published", factory] {
+                assert!(msg.contains(word), "{word:?} missing from {msg:?}");
+            }
+        }
+    }
+}
+
 #[test]
 fn talos_kubernetes_upgrade_upgrades_the_cluster_once() {
     let sim = Sim::start(1, 1);
