@@ -13,6 +13,8 @@ from secrets_scan import leaks, secret_forms
 
 GHCR = "ghcr.io/siderolabs/installer"
 SCHEMATIC = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+# Talos 1.14's stock installer: the Image Factory's of the empty schematic (pkg/images/images.go @ v1.14.1).
+FACTORY_1_14 = "factory.talos.dev/metal-installer/376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba"
 TASK = "Upgrade the node"
 
 
@@ -142,6 +144,8 @@ def test_direction_comes_from_the_nodes(ansible, sim_factory, tmp_path):
         res = r["result"]
         assert res["changed"] is True and res["os_upgrade"] is True
         assert res["target_version"] == "v1.14.1"
+        # ghcr.io carries no 1.14 installer; talosctl upgrade 1.14 defaults to the factory's.
+        assert res["target_image"] == f"{FACTORY_1_14}:v1.14.1", res
         assert "would upgrade v1.13.6 -> v1.14.1" in res["msg"]
         # The live config still installs 1.13.6; the module says so and leaves it.
         assert res["install_image"] == f"{GHCR}:v1.13.6"
@@ -446,6 +450,9 @@ BAD_INPUTS = [
     ("talos_version nonsense", {"talos_version": "banana"}, "talos_version"),
     ("installer_repository with a tag", {"talos_version": "1.13.6", "installer_repository": f"{GHCR}:v1.13.5"}, "installer_repository"),
     ("installer_repository with image", {"image": f"{GHCR}:v1.13.6", "installer_repository": "registry.local/installer"}, "installer_repository"),
+    # ghcr.io carries no installer from 1.14 (v1.14.0 release notes, "Default Installer Image").
+    ("image unpublished", {"image": f"{GHCR}:v1.14.1"}, "not published"),
+    ("installer_repository unpublished", {"talos_version": "1.14.1", "installer_repository": GHCR}, "not published"),
     ("kubernetes_version nonsense", {"kubernetes_version": "v1.x"}, "kubernetes_version"),
     ("reboot_mode unknown", {"image": f"{GHCR}:v1.13.6", "reboot_mode": "force"}, "reboot_mode"),
     ("timeout zero", {"image": f"{GHCR}:v1.13.6", "timeout": 0}, "timeout"),

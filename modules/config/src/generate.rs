@@ -12,27 +12,29 @@ use std::collections::BTreeMap;
 /// Kubernetes version `talosctl gen config` of the newest 1.13 release (v1.13.9) uses by default
 /// (`pkg/machinery/constants/constants.go` DefaultKubernetesVersion at tag v1.13.9).
 pub const DEFAULT_KUBERNETES_VERSION: &str = "1.36.3";
-/// Kubernetes version of talosctl v1.14.0-rc.1 (used for contract 1.14).
-pub const DEFAULT_KUBERNETES_VERSION_1_14: &str = "1.37.0-rc.0";
+/// Kubernetes version `talosctl gen config` of the newest 1.14 release readable here (v1.14.1)
+/// uses by default (`pkg/machinery/constants/constants.go` DefaultKubernetesVersion at tag
+/// v1.14.1; v1.14.0-rc.1 had `1.37.0-rc.0`). Used for contract 1.14.
+pub const DEFAULT_KUBERNETES_VERSION_1_14: &str = "1.37.0";
 /// talosctl writes its own build tag as the installer's: v1.13.9 writes `installer:v1.13.9`.
 pub const DEFAULT_INSTALL_IMAGE: &str = "ghcr.io/siderolabs/installer:v1.13.9";
-/// Where 1.13 installers come from (the tag is the Talos version).
-const INSTALLER_REPOSITORY: &str = "ghcr.io/siderolabs/installer";
-/// 1.14 publishes installers only through the Image Factory (vanilla schematic).
-const INSTALLER_REPOSITORY_1_14: &str = "factory.talos.dev/metal-installer/\
-    376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba";
+/// talosctl v1.14.1's `--install-image` default: the Image Factory's vanilla installer with its own
+/// tag (`cmd/talosctl/cmd/mgmt/gen/config.go` init, `pkg/images/images.go` @ v1.14.1). 1.14 is no
+/// longer published at `ghcr.io/siderolabs/installer`.
 pub const DEFAULT_INSTALL_IMAGE_1_14: &str = "factory.talos.dev/metal-installer/\
-    376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba:v1.14.0-rc.1";
+    376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba:v1.14.1";
 
 /// The installer a given Talos release writes into its configs: its own tag, from the
-/// contract's repository. `talos_version` `v1.13.9` therefore means `installer:v1.13.9`, so a
-/// generated config never points a node at an older release than the one asked for.
+/// contract's repository (`crate::image::GHCR_INSTALLER_REPOSITORY` up to 1.13, the Image
+/// Factory's vanilla installer from 1.14). `talos_version` `v1.13.9` therefore means
+/// `installer:v1.13.9`, so a generated config never points a node at an older release than the
+/// one asked for.
 pub fn installer_for_release(contract: Contract, release: &str) -> String {
     let tag = format!("v{}", release.trim().trim_start_matches('v'));
     if contract.greater_than(1, 13) {
-        format!("{INSTALLER_REPOSITORY_1_14}:{tag}")
+        format!("{}:{tag}", crate::image::FACTORY_INSTALLER_REPOSITORY)
     } else {
-        format!("{INSTALLER_REPOSITORY}:{tag}")
+        format!("{}:{tag}", crate::image::GHCR_INSTALLER_REPOSITORY)
     }
 }
 pub const DEFAULT_INSTALL_DISK: &str = "/dev/sda";
@@ -948,13 +950,17 @@ mod tests {
         assert_eq!(o.kubernetes_version, "1.36.3");
         assert_eq!(o.install_image.as_deref(), Some(DEFAULT_INSTALL_IMAGE));
         assert_eq!(o.install_disk.as_deref(), Some("/dev/sda"));
+        // talosctl v1.14.1's defaults (constants.go DefaultKubernetesVersion, gen/config.go
+        // --install-image @ v1.14.1), not rc.1's pre-releases.
         let o = GenerateOptions::new(Contract::V1_14, MachineType::Worker, "c", "https://c:6443");
-        assert!(
-            o.install_image
-                .unwrap()
-                .starts_with("factory.talos.dev/metal-installer/3765")
+        assert_eq!(
+            o.install_image.as_deref(),
+            Some(
+                "factory.talos.dev/metal-installer/\
+                 376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba:v1.14.1"
+            )
         );
-        assert_eq!(o.kubernetes_version, "1.37.0-rc.0");
+        assert_eq!(o.kubernetes_version, "1.37.0");
     }
 
     #[test]
@@ -1004,8 +1010,15 @@ mod tests {
             "ghcr.io/siderolabs/installer:v1.13.4"
         );
         assert_eq!(
-            installer_for_release(Contract::V1_14, "v1.14.0-rc.1"),
+            installer_for_release(Contract::V1_14, "v1.14.1"),
             DEFAULT_INSTALL_IMAGE_1_14
+        );
+        assert_eq!(
+            installer_for_release(Contract::V1_14, "1.14.0"),
+            format!(
+                "factory.talos.dev/metal-installer/{}:v1.14.0",
+                crate::image::VANILLA_SCHEMATIC
+            )
         );
         assert_eq!(
             installer_for_release(Contract::V1_13, "v1.13.9"),

@@ -28,6 +28,66 @@ pub fn split_image(image: &str) -> (&str, Option<&str>) {
     }
 }
 
+/// Where Talos releases up to 1.13 publish their stock installer, and talosctl v1.13.9's default
+/// (`cmd/talosctl/cmd/talos/upgrade.go` init, `cmd/talosctl/cmd/mgmt/gen/config.go` @ v1.13.9).
+pub const GHCR_INSTALLER_REPOSITORY: &str = "ghcr.io/siderolabs/installer";
+
+/// The Image Factory's ID of the empty schematic, upstream's `DefaultInstallerImageSchematic`
+/// (`pkg/images/images.go` @ v1.14.1); `ferro-talos-factory` computes the same ID.
+pub const VANILLA_SCHEMATIC: &str =
+    "376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba";
+
+/// The stock installer from 1.14: `images.InstallerImageRepository("metal")`, the factory's metal
+/// installer of the empty schematic (`pkg/images/images.go` @ v1.14.1), which talosctl 1.14 writes
+/// into generated configs and upgrades to by default.
+pub const FACTORY_INSTALLER_REPOSITORY: &str = "factory.talos.dev/metal-installer/\
+    376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba";
+
+/// The repository of the stock installer of `release`: ghcr.io's up to 1.13, the Image Factory's
+/// from 1.14 (every 1.14 pre-release's talosctl already defaults to it: commit 96a8ecd1e, in
+/// v1.14.0-alpha.0).
+pub fn stock_installer_repository(release: &semver::Version) -> &'static str {
+    if (release.major, release.minor) >= (1, 14) {
+        FACTORY_INSTALLER_REPOSITORY
+    } else {
+        GHCR_INSTALLER_REPOSITORY
+    }
+}
+
+/// Why the installer `repository` does not exist for `release`, or `None`: ghcr.io has no stock
+/// installer from v1.14.0-alpha.1 on (commit cf6065238 took it out of the release push; the
+/// v1.14.0 release notes, "Default Installer Image": "no longer published with releases"). The
+/// sentence names the Image Factory's installer of the same release to write instead.
+pub fn unpublished_installer(repository: &str, release: &semver::Version) -> Option<String> {
+    let first_unpublished = semver::Version::parse("1.14.0-alpha.1").expect("a version");
+    if repository.trim() != GHCR_INSTALLER_REPOSITORY || *release < first_unpublished {
+        return None;
+    }
+    Some(format!(
+        "{GHCR_INSTALLER_REPOSITORY}:v{release} is not published: Talos no longer publishes its \
+         installer there from 1.14; use the Image Factory's, \
+         {FACTORY_INSTALLER_REPOSITORY}:v{release} for plain Talos, or your schematic's \
+         (ferro.talos.talos_image_factory returns it)"
+    ))
+}
+
+/// The installer image `config` installs with: the `UnattendedInstallConfig` document's
+/// `installer.image` when the document is there (it then drives the install instead of
+/// `.machine.install`: the v1.14.0 release notes, "Unattended Install Configuration", and
+/// `pkg/machinery/config/types/runtime/unattended_install.go` @ v1.14.1), else
+/// `machine.install.image`.
+pub fn config_installer(config: &crate::MachineConfig) -> Option<&str> {
+    let unattended = config.docs.iter().find(|d| {
+        d.get("kind").and_then(serde_json::Value::as_str) == Some("UnattendedInstallConfig")
+    });
+    match unattended {
+        Some(doc) => doc.pointer("/installer/image"),
+        None => config.v1alpha1()?.pointer("/machine/install/image"),
+    }
+    .and_then(serde_json::Value::as_str)
+    .filter(|image| !image.is_empty())
+}
+
 /// What is wrong with `image` as a reference, if anything.
 fn why_not(image: &str) -> std::result::Result<(), String> {
     let example = "such as ghcr.io/siderolabs/installer:v1.13.9 or factory.talos.dev/installer/SCHEMATIC:v1.13.9";
@@ -134,11 +194,84 @@ mod tests {
     use super::check_reference;
 
     #[test]
+    fn the_stock_installer_follows_the_release() {
+        use super::*;
+        let v = |s: &str| semver::Version::parse(s).unwrap();
+        assert_eq!(
+            stock_installer_repository(&v("1.13.9")),
+            "ghcr.io/siderolabs/installer"
+        );
+        for release in ["1.14.0-alpha.0", "1.14.0-rc.1", "1.14.1", "1.15.0"] {
+            assert_eq!(
+                stock_installer_repository(&v(release)),
+                format!("factory.talos.dev/metal-installer/{VANILLA_SCHEMATIC}"),
+                "{release}"
+            );
+        }
+        assert!(FACTORY_INSTALLER_REPOSITORY.ends_with(VANILLA_SCHEMATIC));
+    }
+
+    #[test]
+    fn ghcr_has_no_installer_from_1_14() {
+        use super::*;
+        let v = |s: &str| semver::Version::parse(s).unwrap();
+        for release in ["1.13.9", "1.14.0-alpha.0"] {
+            assert_eq!(
+                unpublished_installer(GHCR_INSTALLER_REPOSITORY, &v(release)),
+                None
+            );
+        }
+        let why = unpublished_installer(GHCR_INSTALLER_REPOSITORY, &v("1.14.1")).unwrap();
+        assert!(
+            why.starts_with("ghcr.io/siderolabs/installer:v1.14.1 is not published"),
+            "{why}"
+        );
+        assert!(
+            why.contains(&format!(
+                "{FACTORY_INSTALLER_REPOSITORY}:v1.14.1 for plain Talos"
+            )),
+            "{why}"
+        );
+        assert!(!why.contains("  "), "{why}");
+        for other in [
+            "registry.local/siderolabs/installer",
+            FACTORY_INSTALLER_REPOSITORY,
+        ] {
+            assert_eq!(unpublished_installer(other, &v("1.14.1")), None);
+        }
+    }
+
+    #[test]
+    fn the_installer_of_either_config_shape() {
+        use super::config_installer;
+        let parse = |text: &str| crate::MachineConfig::parse(text).unwrap();
+        let v13 = parse(
+            "machine:\n  type: worker\n  install:\n    image: ghcr.io/siderolabs/installer:v1.13.9\n",
+        );
+        assert_eq!(
+            config_installer(&v13),
+            Some("ghcr.io/siderolabs/installer:v1.13.9")
+        );
+        let v14 = parse(
+            "machine:\n  type: worker\n---\napiVersion: v1alpha1\nkind: UnattendedInstallConfig\n\
+             installer:\n  image: factory.talos.dev/metal-installer/x:v1.14.1\n",
+        );
+        assert_eq!(
+            config_installer(&v14),
+            Some("factory.talos.dev/metal-installer/x:v1.14.1")
+        );
+        let none = parse(
+            "machine:\n  type: worker\n---\napiVersion: v1alpha1\nkind: UnattendedInstallConfig\ninstaller: {}\n",
+        );
+        assert_eq!(config_installer(&none), None);
+    }
+
+    #[test]
     fn real_references_pass() {
         for image in [
             "ghcr.io/siderolabs/installer:v1.13.9",
             "factory.talos.dev/installer/376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba:v1.13.9",
-            "factory.talos.dev/metal-installer/376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba:v1.14.0-rc.1",
+            "factory.talos.dev/metal-installer/376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba:v1.14.1",
             "registry.local:5000/talos/installer:v1.13.9",
             "localhost/installer:dev",
             "installer",

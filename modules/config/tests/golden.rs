@@ -255,3 +255,38 @@ fn generate_rejects_bad_inputs() {
         "{e}"
     );
 }
+
+/// talosctl v1.14.1's CLI defaults for the 1.14 contract: the installer goes into
+/// `UnattendedInstallConfig` (`pkg/machinery/config/generate/init.go` unattendedInstallConfig @
+/// v1.14.1) and is the Image Factory's vanilla installer with talosctl's own tag
+/// (`cmd/talosctl/cmd/mgmt/gen/config.go` --install-image, `pkg/images/images.go` @ v1.14.1), and
+/// Kubernetes is 1.37.0 (`pkg/machinery/constants/constants.go` @ v1.14.1). Upstream's stability
+/// fixtures set no install image (`installer: {}`), so they pin the rest of the document.
+#[test]
+fn cli_defaults_1_14_add_the_factory_installer() {
+    if !ferro_talos_fixtures::available() {
+        return;
+    }
+    let opts = GenerateOptions::new(
+        Contract::V1_14,
+        MachineType::ControlPlane,
+        "c",
+        "https://c:6443",
+    );
+    let out = MachineConfig::generate(&stability_bundle(), &opts)
+        .unwrap()
+        .to_yaml();
+    assert!(
+        out.contains(
+            "kind: UnattendedInstallConfig\ninstaller:\n    image: factory.talos.dev/metal-installer/\
+             376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba:v1.14.1\n\
+             provisioning:\n    diskSelector:\n        match: disk.dev_path == \"/dev/sda\"\n"
+        ),
+        "{out}"
+    );
+    assert!(!out.contains("ghcr.io/siderolabs/installer"), "{out}");
+    assert!(
+        out.contains("image: registry.k8s.io/kube-apiserver:v1.37.0\n"),
+        "{out}"
+    );
+}

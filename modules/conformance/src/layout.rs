@@ -123,7 +123,8 @@ async fn discover_one(session: &Session, address: &str) -> Result<Discovered> {
         cluster_name: text_at("/cluster/clusterName"),
         kubernetes_version: text_at("/machine/kubelet/image")
             .and_then(|image| tag_of(&image).map(|t| t.trim_start_matches('v').to_string())),
-        install_image: text_at("/machine/install/image"),
+        install_image: ferro_talos_config::image::config_installer(&parsed_config)
+            .map(str::to_string),
         live_config,
         parsed_config,
     })

@@ -14,9 +14,6 @@ use crate::normalise::Normaliser;
 use crate::record::Record;
 use crate::shape::Shape;
 
-/// talosctl's default installer repository, used when a node's config names no installer.
-const DEFAULT_INSTALLER_REPOSITORY: &str = "ghcr.io/siderolabs/installer";
-
 /// The options every run shares: how to reach the node.
 pub struct Connection {
     pub talosconfig: PathBuf,
@@ -52,13 +49,18 @@ impl ModuleProbes<'_> {
             }
         };
         let version = &node.summary.version;
+        // When the config names no installer: the stock one of the node's release, where upstream
+        // publishes it (ghcr.io up to 1.13, the Image Factory's from 1.14).
+        let stock = semver::Version::parse(version.trim_start_matches('v'))
+            .map(|v| ferro_talos_config::image::stock_installer_repository(&v))
+            .unwrap_or(ferro_talos_config::image::GHCR_INSTALLER_REPOSITORY);
         let repository = node
             .summary
             .install_image
             .as_deref()
             .map(repository_of)
             .filter(|r| !r.is_empty())
-            .unwrap_or(DEFAULT_INSTALLER_REPOSITORY);
+            .unwrap_or(stock);
         let records = vec![
             self.run("talos_info", "", node, json!({})),
             self.run(

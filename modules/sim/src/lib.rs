@@ -46,6 +46,7 @@ mod kube;
 mod listeners;
 pub mod mcfg;
 pub mod pki;
+mod registry;
 mod reset;
 mod routing;
 pub mod sample;

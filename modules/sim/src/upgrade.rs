@@ -26,6 +26,7 @@ use ferro_talos_proto::machine as pb;
 use ferro_talos_proto::machine::UpgradeRequest;
 use tonic::Status;
 
+use crate::registry;
 use crate::routing::Target;
 use crate::state::{
     Shared, Stage, State, machine_status_event, new_uuid, phase_event, sequence_error_event,
@@ -69,6 +70,14 @@ pub fn upgrade(shared: &Arc<Shared>, t: &Target, req: &UpgradeRequest) -> Result
         return Err(Status::failed_precondition("Talos is not installed"));
     }
     let image = req.image.trim().to_string();
+    // `PullAndValidateInstallerImage` pulls before anything else happens; a reference its registry
+    // does not have fails the call (`internal/pkg/install/pull.go` @ v1.14.1).
+    if registry::missing(&image) {
+        return Err(Status::unknown(format!(
+            "error validating installer image {image:?}: {}",
+            registry::pull_error(&image)
+        )));
+    }
     let Some(target) = version::from_image(&image) else {
         // The sim's stand-in for a failed pull: no version tag means no installer to run.
         return Err(Status::unknown(format!(

@@ -233,6 +233,7 @@ fn generate_options(
         if let Some(image) = &opts.install_image {
             ferro_talos_config::image::check_reference(image)
                 .map_err(|why| ModuleError::new(format!("install_image: {why}")))?;
+            refuse_unpublished_installer(image)?;
         }
     } else if let Some(release) = p.str("talos_version").filter(|v| is_full_release(v)) {
         // A full release (v1.13.9) is the installer a user means, as talosctl of that release
@@ -309,6 +310,18 @@ pub(crate) fn strings(p: &Params, name: &str) -> Vec<String> {
 }
 
 /// `v1.13.9` or `1.13.9-rc.0` (a release), not just the contract `v1.13`.
+/// A node installs from `image` only if its registry has it: the stock installer of a release
+/// ghcr.io no longer carries (1.14 on) would be pulled again and again and never installed.
+fn refuse_unpublished_installer(image: &str) -> Result<(), ModuleError> {
+    use ferro_talos_config::image::{split_image, unpublished_installer};
+    let (repository, tag) = split_image(image.trim());
+    let release = tag.and_then(|t| semver::Version::parse(t.trim_start_matches('v')).ok());
+    match release.and_then(|r| unpublished_installer(repository, &r)) {
+        Some(why) => Err(ModuleError::new(format!("install_image: {why}"))),
+        None => Ok(()),
+    }
+}
+
 fn is_full_release(version: &str) -> bool {
     version.trim().trim_start_matches('v').split('.').count() >= 3
 }

@@ -188,6 +188,40 @@ fn talos_config_writes_the_bundle_and_the_config_once() {
     assert_no_secret(&secrets, &[&runs.real, &runs.again, &runs.check_after]);
 }
 
+/// An install image that upstream never published (the stock installer at ghcr.io for 1.14: the
+/// v1.14.0 release notes, "Default Installer Image") fails before anything is written, naming the
+/// Image Factory installer of that release; a node booted from media would retry its pull forever.
+#[test]
+fn talos_config_refuses_an_installer_that_is_not_published() {
+    let dir = tempfile::tempdir().expect("a directory");
+    for talos_version in ["v1.14", "v1.13"] {
+        let args = json!({
+            "secrets_file": dir.path().join("secrets.yaml"),
+            "generate_secrets": true,
+            "machine_type": "worker",
+            "cluster_name": "four",
+            "cluster_endpoint": "https://10.0.0.10:6443",
+            "talos_version": talos_version,
+            "install_image": "ghcr.io/siderolabs/installer:v1.14.1",
+            "dest": dir.path().join("worker.yaml"),
+        });
+        for how in [common::Run::Check, common::Run::Real] {
+            let outcome = common::run(&CONFIG, &args, how);
+            let msg = outcome.msg().unwrap_or_default().to_string();
+            assert!(outcome.failed(), "{}", outcome.json);
+            assert!(msg.starts_with("install_image: "), "{msg}");
+            assert!(
+                msg.contains(
+                    "factory.talos.dev/metal-installer/\
+                     376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba:v1.14.1"
+                ),
+                "{msg}"
+            );
+            assert!(!dir.path().join("worker.yaml").exists());
+        }
+    }
+}
+
 #[test]
 fn talos_apply_configures_a_node_in_maintenance_once() {
     let sim = Sim::start(1, 0);
@@ -334,6 +368,57 @@ fn talos_upgrade_upgrades_a_worker_once() {
         "v1.13.6",
         "only the named node upgrades"
     );
+}
+
+/// Talos 1.14 is not published at `ghcr.io/siderolabs/installer` (commit cf6065238, first in
+/// v1.14.0-alpha.1; the v1.14.0 release notes, "Default Installer Image"); talosctl upgrade 1.14
+/// defaults to the Image Factory's installer of the empty schematic (`cmd/talosctl/cmd/talos/
+/// upgrade.go` init, `pkg/images/images.go` InstallerImageRepository @ v1.14.1). talos-sim's
+/// registry has no 1.14 image at the old path, so a default that pointed there fails the pull.
+#[test]
+fn talos_upgrade_to_1_14_installs_the_image_factory_installer() {
+    let sim = Sim::start(1, 1);
+    let secrets = bootstrapped(&sim);
+    let args = json!({
+        "node": sim.node(1), "secrets_file": secrets, "talos_version": "v1.14.1",
+        "timeout": 120, "drain_timeout": 60,
+    });
+    let runs = four_checks(&sim, &UPGRADE, &args, Kind::Converges);
+    let factory = "factory.talos.dev/metal-installer/\
+        376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba:v1.14.1";
+    assert_eq!(runs.check["target_image"], json!(factory), "{}", runs.check);
+    assert_eq!(runs.real["target_image"], json!(factory), "{}", runs.real);
+    assert_eq!(sim.cluster().nodes()[1].version, "v1.14.1");
+}
+
+/// The stock installer named for a release after ghcr.io stopped carrying it is refused before any
+/// node is asked, with the Image Factory's reference of the same release to write instead.
+#[test]
+fn talos_upgrade_refuses_the_unpublished_ghcr_installer() {
+    let node = "127.0.0.1:1";
+    let factory = "factory.talos.dev/metal-installer/\
+        376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba:v1.14.1";
+    for (args, option) in [
+        (
+            json!({"node": node, "image": "ghcr.io/siderolabs/installer:v1.14.1"}),
+            "image",
+        ),
+        (
+            json!({"node": node, "talos_version": "1.14.1",
+                   "installer_repository": "ghcr.io/siderolabs/installer"}),
+            "installer_repository",
+        ),
+    ] {
+        for how in [common::Run::Check, common::Run::Real] {
+            let outcome = common::run(&UPGRADE, &args, how);
+            let msg = outcome.msg().unwrap_or_default().to_string();
+            assert!(outcome.failed(), "{}", outcome.json);
+            assert!(msg.starts_with(&format!("{option}: ")), "{msg}");
+            for word in ["not published", factory] {
+                assert!(msg.contains(word), "{word:?} missing from {msg:?}");
+            }
+        }
+    }
 }
 
 #[test]

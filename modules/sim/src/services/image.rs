@@ -7,6 +7,7 @@ use ferro_talos_proto::machine::image_service_server::ImageService;
 use ferro_talos_proto::machine::*;
 use tonic::{Request, Response, Status};
 
+use crate::registry;
 use crate::routing::{BoxStream, Ctx};
 
 pub struct Image(pub Ctx);
@@ -53,6 +54,14 @@ impl ImageService for Image {
         let image = request.get_ref().image_ref.trim().to_string();
         if image.is_empty() {
             return Err(Status::invalid_argument("image reference is required"));
+        }
+        // `internal/app/images/images.go` Pull @ v1.14.1: a reference its registry does not have
+        // is NotFound, before any progress is streamed.
+        if registry::missing(&image) {
+            return Err(Status::not_found(format!(
+                "error pulling image: {}",
+                registry::pull_error(&image)
+            )));
         }
         self.0.shared.lock().nodes[t.idx]
             .images

@@ -2,12 +2,10 @@
 //! repository and tag, and the same image at another version.
 
 pub use ferro_talos_config::image::split_image;
+use ferro_talos_config::image::{GHCR_INSTALLER_REPOSITORY, unpublished_installer};
 use semver::Version;
 
 use super::version_policy::parse_version;
-
-/// talosctl's default installer repository for 1.13.
-pub const DEFAULT_INSTALLER_REPOSITORY: &str = "ghcr.io/siderolabs/installer";
 
 /// The Talos target: an installer image and the version its tag names.
 #[derive(Debug, Clone, PartialEq)]
@@ -24,7 +22,7 @@ impl OsTarget {
 
 pub(super) fn parse_installer_image(image: &str) -> Result<OsTarget, String> {
     let image = image.trim();
-    let example = "like ghcr.io/siderolabs/installer:v1.13.6 or factory.talos.dev/installer/<schematic>:v1.13.6";
+    let example = "like ghcr.io/siderolabs/installer:v1.13.9 or factory.talos.dev/metal-installer/<schematic>:v1.14.1";
     if image.is_empty() || image.chars().any(char::is_whitespace) || image.contains("://") {
         return Err(format!(
             "expected an installer image reference {example}, got {image:?}"
@@ -53,7 +51,7 @@ pub(super) fn check_repository(repo: &str) -> Result<(), String> {
     let repo = repo.trim();
     if repo.is_empty() || repo.chars().any(char::is_whitespace) || repo.contains("://") {
         return Err(format!(
-            "expected a repository like {DEFAULT_INSTALLER_REPOSITORY}, got {repo:?}"
+            "expected a repository like {GHCR_INSTALLER_REPOSITORY}, got {repo:?}"
         ));
     }
     if repo.contains('@') || split_image(repo).1.is_some() {
@@ -62,6 +60,14 @@ pub(super) fn check_repository(repo: &str) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// Why the target's installer does not exist in its registry, when that is known: the stock
+/// installer at ghcr.io for a release it no longer carries (`ferro_talos_config::image::
+/// unpublished_installer`). A node would answer the pull with NotFound after the drain.
+pub(super) fn unpublished(target: &OsTarget) -> Option<String> {
+    let (repo, _) = split_image(&target.image);
+    unpublished_installer(repo, &target.version)
 }
 
 /// `image` with its tag replaced by `v<version>` (a digest would pin the old image: dropped).

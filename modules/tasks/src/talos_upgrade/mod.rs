@@ -27,7 +27,7 @@ use serde_json::Map;
 use crate::connection::{self, Target, with_connection_options};
 use crate::upgrade_drain::{DEFAULT_DRAIN_TIMEOUT_SECS, KubeCredentials, KubeInputs};
 
-pub use image::{DEFAULT_INSTALLER_REPOSITORY, OsTarget, retag, split_image};
+pub use image::{OsTarget, retag, split_image};
 pub use kubernetes::{Component, KubernetesPlan, kubernetes_components, plan_kubernetes};
 pub use os::{AfterReboot, after_reboot};
 pub use request::{Reboot, Request};
@@ -50,7 +50,7 @@ pub fn spec() -> Spec {
     with_connection_options(Spec::new())
         .option(Opt::str("image"))
         .option(Opt::str("talos_version"))
-        .option(Opt::str("installer_repository").default(DEFAULT_INSTALLER_REPOSITORY))
+        .option(Opt::str("installer_repository"))
         .option(Opt::bool("allow_downgrade").default(false))
         .option(Opt::bool("stage").default(false))
         .option(

@@ -166,6 +166,17 @@ fn legacy_failure(
     )
 }
 
+/// A pull that found no such image: Talos answers NotFound, `error pulling image: …`
+/// (`internal/app/images/images.go` Pull @ v1.14.1), before anything is installed.
+fn missing_installer(node: &str, image: &str, from: &Version, talos_says: &str) -> String {
+    format!(
+        "{node}: the installer image {image} is not in its registry, so nothing was installed and the \
+         node still runs v{from} ({talos_says}); check the reference: from Talos 1.14 the stock \
+         installer is the Image Factory's, {}:<version>, or your schematic's",
+        ferro_talos_config::image::FACTORY_INSTALLER_REPOSITORY
+    )
+}
+
 /// The node an OS upgrade runs on, and how to reach it again once it has rebooted.
 pub(super) struct NodeAccess<'a> {
     pub(super) target: &'a Target,
@@ -223,7 +234,15 @@ pub(super) async fn upgrade_os(
             }
             other => other.map(|_| ()),
         };
-        pulled.map_err(|e| report.client_fail(e))?;
+        pulled.map_err(|e| match e.kind {
+            ErrorKind::NotFound => {
+                let msg = missing_installer(&target.node, &to.image, from, &e.message);
+                let mut err = report.client_fail(e);
+                err.msg = msg;
+                err
+            }
+            _ => report.client_fail(e),
+        })?;
         let install = client
             .lifecycle_upgrade(&to.image, containerd_system())
             .await
@@ -376,6 +395,25 @@ pub fn after_reboot(
 mod tests {
     use super::*;
     use crate::talos_upgrade::test_support::v;
+
+    #[test]
+    fn a_missing_installer_says_what_happened_and_what_to_check() {
+        let msg = missing_installer(
+            "10.0.0.5",
+            "registry.local/talos/installer:v1.14.9",
+            &v("1.13.9"),
+            "error pulling image: failed to pull image \"registry.local/talos/installer:v1.14.9\": not found",
+        );
+        for words in [
+            "10.0.0.5: the installer image registry.local/talos/installer:v1.14.9 is not in its registry",
+            "nothing was installed and the node still runs v1.13.9 (error pulling image: ",
+            "check the reference",
+            "factory.talos.dev/metal-installer/376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba:<version>",
+        ] {
+            assert!(msg.contains(words), "{words:?} missing from {msg:?}");
+        }
+        assert!(!msg.contains("  "), "{msg}");
+    }
 
     #[test]
     fn the_version_after_the_reboot_tells_success_from_rollback() {

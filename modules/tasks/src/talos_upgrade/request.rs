@@ -3,12 +3,11 @@
 use std::time::Duration;
 
 use ferro_ansible_protocol::{ModuleError, Params};
+use ferro_talos_config::image::stock_installer_repository;
 use semver::Version;
 
 use super::DEFAULT_TIMEOUT_SECS;
-use super::image::{
-    DEFAULT_INSTALLER_REPOSITORY, OsTarget, check_repository, parse_installer_image,
-};
+use super::image::{OsTarget, check_repository, parse_installer_image, unpublished};
 use super::version_policy::parse_version;
 use crate::upgrade_drain::{DEFAULT_DRAIN_TIMEOUT_SECS, DrainOptions};
 
@@ -41,23 +40,34 @@ impl Request {
                         "installer_repository only applies with talos_version; image already names the installer",
                     ));
                 }
-                Some(
-                    parse_installer_image(image)
-                        .map_err(|e| ModuleError::new(format!("image: {e}")))?,
-                )
+                let target = parse_installer_image(image)
+                    .map_err(|e| ModuleError::new(format!("image: {e}")))?;
+                if let Some(why) = unpublished(&target) {
+                    return Err(ModuleError::new(format!("image: {why}")));
+                }
+                Some(target)
             }
             (None, Some(v)) => {
                 let version = parse_version(v)
                     .map_err(|e| ModuleError::new(format!("talos_version: {e}")))?;
-                let repo = p
-                    .str("installer_repository")
-                    .unwrap_or(DEFAULT_INSTALLER_REPOSITORY);
+                // Unset: the stock installer of the target release, where upstream publishes it
+                // and talosctl of that release upgrades to by default (ghcr.io's up to 1.13, the
+                // Image Factory's vanilla installer from 1.14: `cmd/talosctl/cmd/talos/upgrade.go`
+                // init @ v1.13.9 and @ v1.14.1).
+                let repo = match p.str("installer_repository") {
+                    Some(repo) => repo,
+                    None => stock_installer_repository(&version),
+                };
                 check_repository(repo)
                     .map_err(|e| ModuleError::new(format!("installer_repository: {e}")))?;
-                Some(OsTarget {
+                let target = OsTarget {
                     image: format!("{}:v{version}", repo.trim()),
                     version,
-                })
+                };
+                if let Some(why) = unpublished(&target) {
+                    return Err(ModuleError::new(format!("installer_repository: {why}")));
+                }
+                Some(target)
             }
             (None, None) => None,
         };

@@ -2,11 +2,11 @@
 
 use ferro_talos_client::TalosClient;
 
-use super::image::{DEFAULT_INSTALLER_REPOSITORY, split_image};
-
+use ferro_talos_config::image::GHCR_INSTALLER_REPOSITORY;
 /// The Image Factory id of the empty schematic: what the plain ghcr.io installer ships.
-pub const VANILLA_SCHEMATIC: &str =
-    "376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba";
+pub use ferro_talos_config::image::VANILLA_SCHEMATIC;
+
+use super::image::split_image;
 
 /// The Image Factory schematic an installer image installs, when the reference tells: the
 /// 64-hex path segment of a factory image, or the empty schematic for the plain ghcr.io installer.
@@ -15,7 +15,7 @@ pub const VANILLA_SCHEMATIC: &str =
 /// host name is recognised by that path as well as factory.talos.dev by its name.
 pub fn schematic_of(image: &str) -> Option<String> {
     let (repo, _) = split_image(image.trim());
-    if repo == DEFAULT_INSTALLER_REPOSITORY {
+    if repo == GHCR_INSTALLER_REPOSITORY {
         return Some(VANILLA_SCHEMATIC.to_string());
     }
     let segments: Vec<&str> = repo.split('/').collect();
@@ -86,6 +86,14 @@ mod tests {
             .as_deref(),
             Some(VANILLA_SCHEMATIC)
         );
+    }
+
+    /// The stock 1.14 installer's schematic (`DefaultInstallerImageSchematic`, `pkg/images/images.go`
+    /// @ v1.14.1) is the empty schematic's ID as the factory computes it.
+    #[test]
+    fn the_vanilla_schematic_is_the_empty_one() {
+        let empty = ferro_talos_factory::Schematic::from_value(&serde_json::json!({})).unwrap();
+        assert_eq!(empty.id(), VANILLA_SCHEMATIC);
     }
 
     #[test]

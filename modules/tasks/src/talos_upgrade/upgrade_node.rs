@@ -37,6 +37,7 @@ pub(super) async fn upgrade_node(
     let (current_tag, current) = server_version(&client, report).await?;
     report.set("current_version", current_tag.clone());
     report.set("target_version", req.os.as_ref().map(OsTarget::tag));
+    report.set("target_image", req.os.as_ref().map(|os| os.image.clone()));
     report.set("upgrade_path", Value::Null);
     let config = read_config(&client, report).await?;
     let v1 = config.v1alpha1().cloned().unwrap_or(Value::Null);

@@ -221,12 +221,13 @@ mod tests {
             decide_os(&v("1.14.2"), None, &t, true),
             Ok(OsDecision::Change(_))
         ));
-        let t14 = target("ghcr.io/siderolabs/installer:v1.14.1");
+        // 1.14 installers come from the Image Factory (ghcr.io no longer carries them).
+        let t14 = target(&format!("{FACTORY}:v1.14.1"));
         assert!(matches!(
             decide_os(&v("1.13.6"), None, &t14, false),
             Ok(OsDecision::Change(_))
         ));
-        let rc = target("ghcr.io/siderolabs/installer:v1.14.0-rc.1");
+        let rc = target(&format!("{FACTORY}:v1.14.0-rc.1"));
         assert!(matches!(
             decide_os(&v("1.13.6"), None, &rc, false),
             Ok(OsDecision::Change(_))
