@@ -30,6 +30,7 @@ use serde_json::{Value, json};
 
 use crate::connection::{self, Target, with_connection_options};
 use crate::kube_access::KubeCredentials;
+use crate::kubernetes_config::{Section, cluster_endpoint};
 use crate::kubernetes_manifests::{self, ManifestSettings, ProxyImage};
 use crate::kubernetes_removed::{self, InUse};
 use crate::live_config::{self, ReadError};
@@ -178,14 +179,12 @@ fn removed_in_use(nodes: &[NodeView], target: &Version) -> Vec<InUse> {
         let Some(r) = kubernetes_removed::removals(from, target.minor) else {
             continue;
         };
-        if let Some(v1) = n.config.v1alpha1() {
-            out.extend(kubernetes_removed::in_use(
-                &n.address,
-                v1,
-                n.control_plane,
-                &r,
-            ));
-        }
+        out.extend(kubernetes_removed::in_use(
+            &n.address,
+            &n.config,
+            n.control_plane,
+            &r,
+        ));
     }
     out
 }
@@ -363,8 +362,8 @@ async fn read_node(
             t.node
         )));
     }
-    let components =
-        kubernetes_components(&v1).map_err(|why| ModuleError::new(format!("{}: {why}", t.node)))?;
+    let components = kubernetes_components(&config)
+        .map_err(|why| ModuleError::new(format!("{}: {why}", t.node)))?;
     // Older nodes may not serve it: the pod and the Node are then found by address.
     let node_name = client.nodename().await.ok().flatten();
     Ok(NodeView {
@@ -540,11 +539,7 @@ impl Upgrade<'_> {
             .iter()
             .find(|n| n.control_plane)
             .ok_or_else(|| ModuleError::new("control_plane_nodes is empty"))?;
-        let endpoint = first
-            .config
-            .v1alpha1()
-            .and_then(|v| v.pointer("/cluster/controlPlane/endpoint"))
-            .and_then(Value::as_str);
+        let endpoint = cluster_endpoint(&first.config);
         let access = self
             .kube_credentials
             .access(
@@ -687,18 +682,21 @@ impl Upgrade<'_> {
         .with("component", json!(step.phase.name()))
     }
 
-    /// The node's live config with the step's image, applied without a reboot (talosctl's
-    /// `patchNodeConfig`: mode NO_REBOOT).
+    /// The node's live config with the step's image where that config keeps it (its 1.14
+    /// document, else v1alpha1: talosctl's `stdpatches.WithKube*Image` chosen by
+    /// `GuessVersionContract*`, `pkg/cluster/kubernetes/talos_managed.go` and `kubelet.go` @
+    /// v1.14.1), applied without a reboot (`patchNodeConfig`: mode NO_REBOOT).
     async fn patch(&self, step: &Step) -> Result<(), ModuleError> {
         let client = &self.node(&step.node).client;
         let mut config = read_config(client, &step.node).await?;
-        let Some(slot) = config
-            .v1alpha1_mut()
-            .and_then(|v| v.pointer_mut(step.component.pointer))
-        else {
-            return Err(self.step_fail(step, "the image vanished from the node's config"));
-        };
-        *slot = Value::String(step.target_image.clone());
+        let section = Section::of(&config, step.component.name).unwrap_or(step.component.section);
+        let image = Value::String(step.target_image.clone());
+        if !section.set(&mut config, "image", image) {
+            return Err(self.step_fail(
+                step,
+                &format!("{} vanished from the node's config", section.path("image")),
+            ));
+        }
         client
             .apply_configuration(
                 config.to_yaml().as_bytes(),
