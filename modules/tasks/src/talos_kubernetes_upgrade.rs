@@ -735,7 +735,7 @@ impl Upgrade<'_> {
         }
     }
 
-    /// Until the node's static pod runs config `version` and is Ready (talosctl's
+    /// Until the node's static pod runs config `version`, or a later one, and is Ready (talosctl's
     /// `checkPodStatus`). Errors while the API server restarts are part of waiting.
     async fn wait_static_pod(
         &self,
@@ -748,10 +748,12 @@ impl Upgrade<'_> {
         let node_name = self.node(&step.node).node_name.as_deref();
         loop {
             let last = match kube.static_pod(name, node_name, &step.node).await {
-                Ok(Some(pod)) if pod.config_version.as_deref() == Some(version) && pod.ready => {
+                Ok(Some(pod))
+                    if config_reached(pod.config_version.as_deref(), version) && pod.ready =>
+                {
                     return Ok(());
                 }
-                Ok(Some(pod)) if pod.config_version.as_deref() == Some(version) => {
+                Ok(Some(pod)) if config_reached(pod.config_version.as_deref(), version) => {
                     format!("pod {} runs {} but is not Ready", pod.name, pod.image)
                 }
                 Ok(Some(pod)) => format!(
@@ -812,6 +814,17 @@ impl Upgrade<'_> {
     }
 }
 
+/// A pod annotated with config version `pod` runs the config of version `want` or a later one:
+/// COSI versions only grow, so an unrelated change that bumped the config again while the pod
+/// restarted does not keep the wait going (`checkPodStatus` in
+/// `pkg/cluster/kubernetes/talos_managed.go` @ v1.14.1; v1.14.0 and before required equality).
+fn config_reached(pod: Option<&str>, want: &str) -> bool {
+    match (pod.map(str::parse::<u64>), want.parse::<u64>()) {
+        (Some(Ok(pod)), Ok(want)) => pod >= want,
+        _ => false,
+    }
+}
+
 async fn kubelet_state(node: &NodeView, kube: &Kube, want: &str) -> Result<(), String> {
     let services = node
         .client
@@ -836,5 +849,22 @@ async fn kubelet_state(node: &NodeView, kube: &Kube, want: &str) -> Result<(), S
         )),
         Ok(None) => Err(format!("no Node lists the address {}", node.address)),
         Err(e) => Err(e.message),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::config_reached;
+
+    /// `checkPodStatus` @ v1.14.1: the pod is up to date once its version reaches the one
+    /// expected; an unparsable or missing annotation keeps waiting.
+    #[test]
+    fn a_later_config_version_counts_as_reached() {
+        assert!(config_reached(Some("4"), "4"));
+        assert!(config_reached(Some("5"), "4"));
+        assert!(config_reached(Some("10"), "9"), "numbers, not text");
+        assert!(!config_reached(Some("3"), "4"));
+        assert!(!config_reached(Some("x"), "4"));
+        assert!(!config_reached(None, "4"));
     }
 }
