@@ -2,6 +2,14 @@
 //! `controlplane`): their version is what a static pod's `talos.dev/config-version` annotation
 //! carries, so comparing the two tells whether a pod runs the latest config. Upstream's
 //! `pkg/cluster/kubernetes/talos_managed.go` (v1.13.9) waits on exactly this after each patch.
+//!
+//! Talos 1.14 renders the static pod from a second resource, `final-<component>`, made from the
+//! first and the Kubernetes root secrets (`internal/app/machined/pkg/controllers/k8s/
+//! control_plane_final.go`, `control_plane_static_pod.go` @ v1.14.0 and v1.14.1), and the pod
+//! carries that one's version; the two counters diverge (a change of the service account's
+//! accepted issuers moves only the final one). talosctl 1.14.1 reads `final-` first and falls back
+//! to the plain id on older nodes (`watchControlPlaneConfig`, `talos_managed.go` @ v1.14.1);
+//! talosctl 1.14.0 still read the plain one.
 
 use ferro_talos_proto::resource::k8s::{
     ApiServerConfigSpec, ControllerManagerConfigSpec, SchedulerConfigSpec,
@@ -56,13 +64,20 @@ pub struct ComponentConfig {
 }
 
 impl TalosClient {
-    /// The node's current config for `component` (the resource is sensitive: admin only).
+    /// The node's current config for `component`, the one its static pod is rendered from:
+    /// `final-<component>` where the node has it (Talos 1.14), else `<component>` (the resource
+    /// is sensitive: admin only).
     pub async fn component_config(&self, component: StaticPodComponent) -> Result<ComponentConfig> {
         let op = format!("read the {} config", component.name());
-        let res = self
-            .get_resource("controlplane", component.resource_type(), component.name())
-            .await
-            .map_err(|e| e.during(&op))?;
+        let (ns, ty) = ("controlplane", component.resource_type());
+        let final_id = format!("final-{}", component.name());
+        let res = match self.get_resource(ns, ty, &final_id).await {
+            Err(e) if e.kind == ErrorKind::NotFound => {
+                self.get_resource(ns, ty, component.name()).await
+            }
+            found => found,
+        }
+        .map_err(|e| e.during(&op))?;
         let version = res.metadata.map(|m| m.version).unwrap_or_default();
         let spec = res.spec.unwrap_or_default();
         let bytes = spec.proto_spec.as_slice();

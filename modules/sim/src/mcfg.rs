@@ -109,26 +109,48 @@ impl StoredConfig {
             .unwrap_or_default()
     }
 
-    /// Kubernetes CA (cluster.ca) certificate and key, as PEM.
+    /// A Talos 1.14 document of this kind, if the config has one.
+    fn document(&self, kind: &str) -> Option<&Value> {
+        self.docs()
+            .iter()
+            .find(|d| d.get("kind").and_then(Value::as_str) == Some(kind))
+    }
+
+    /// Kubernetes CA certificate and key, as PEM: `KubeAPIServerCAConfig.issuingCA` (PEM text,
+    /// Talos 1.14, `types/k8s/apiserver_ca.go` @ v1.14.1), else `cluster.ca` (base64). Upstream
+    /// reads the document first (`Container.K8sAPIServerCAConfig`), and the two are exclusive.
     pub fn k8s_ca(&self) -> Option<(String, String)> {
+        if let Some(doc) = self.document("KubeAPIServerCAConfig") {
+            let pem = |key: &str| {
+                doc.pointer(&format!("/issuingCA/{key}"))
+                    .and_then(Value::as_str)
+                    .filter(|s| s.contains("-----BEGIN"))
+                    .map(String::from)
+            };
+            return Some((pem("cert")?, pem("key")?));
+        }
         Some((
             decode_b64_pem(self.v1(&["cluster", "ca", "crt"]))?,
             decode_b64_pem(self.v1(&["cluster", "ca", "key"]))?,
         ))
     }
 
+    /// `KubeClusterConfig`'s field (Talos 1.14, `types/k8s/cluster.go` @ v1.14.1), else the
+    /// v1alpha1 one: upstream's `Container.K8sClusterConfig` takes the document when there is one.
+    fn cluster_field(&self, field: &str, v1alpha1: &[&str]) -> String {
+        let value = match self.document("KubeClusterConfig") {
+            Some(doc) => doc.get(field),
+            None => self.v1(v1alpha1),
+        };
+        value.and_then(Value::as_str).unwrap_or("").to_string()
+    }
+
     pub fn cluster_name(&self) -> String {
-        self.v1(&["cluster", "clusterName"])
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string()
+        self.cluster_field("clusterName", &["cluster", "clusterName"])
     }
 
     pub fn endpoint(&self) -> String {
-        self.v1(&["cluster", "controlPlane", "endpoint"])
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string()
+        self.cluster_field("endpoint", &["cluster", "controlPlane", "endpoint"])
     }
 
     pub fn cert_sans(&self) -> Vec<String> {
@@ -297,6 +319,27 @@ mod tests {
         assert!(c.k8s_ca().is_some());
         let v = c.validate(false);
         assert!(v.is_ok(), "{v:?}");
+    }
+
+    /// Talos 1.14 keeps the cluster's name and endpoint in `KubeClusterConfig` and the
+    /// Kubernetes CA in `KubeAPIServerCAConfig` (`types/k8s/cluster.go`, `apiserver_ca.go` @
+    /// v1.14.1); the v1alpha1 places are empty there.
+    #[test]
+    fn a_1_14_config_names_its_cluster_and_ca_in_their_documents() {
+        let cp = crate::sample::SampleCluster::render(
+            &SAMPLE.bundle,
+            ferro_talos_config::contract::Contract::V1_14,
+        )
+        .controlplane;
+        let c = StoredConfig::parse(cp.as_bytes(), Release::V1_14).unwrap();
+        assert_eq!(c.v1(&["cluster", "controlPlane", "endpoint"]), None);
+        assert_eq!(c.v1(&["cluster", "clusterName"]), None);
+        assert_eq!(c.v1(&["cluster", "ca"]), None);
+        assert_eq!(c.cluster_name(), "base");
+        assert_eq!(c.endpoint(), "https://base:6443");
+        let (crt, key) = c.k8s_ca().unwrap();
+        assert!(crt.starts_with("-----BEGIN CERTIFICATE-----"), "{crt}");
+        assert!(key.contains("PRIVATE KEY"));
     }
 
     #[test]

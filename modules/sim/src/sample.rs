@@ -11,8 +11,9 @@ use ferro_talos_secrets::Bundle;
 pub const CLUSTER_NAME: &str = "base";
 pub const ENDPOINT: &str = "https://base:6443";
 
-/// A secrets bundle and the two machine configs rendered from it (1.13 contract, install disk
-/// `/dev/sda`, which a metal node requires, and no install image).
+/// A secrets bundle and the two machine configs rendered from it (1.13 contract unless
+/// rendered for another, install disk `/dev/sda`, which a metal node requires, and no install
+/// image).
 pub struct SampleCluster {
     pub bundle: Bundle,
     pub controlplane: String,
@@ -23,19 +24,23 @@ impl SampleCluster {
     /// Generates a new bundle (an RSA-4096 service-account key: up to a second) and renders.
     pub fn generate() -> SampleCluster {
         let bundle = Bundle::generate((1, 13)).expect("a secrets bundle generates");
+        SampleCluster::render(&bundle, Contract::V1_13)
+    }
+
+    /// The two configs of `bundle` rendered for `contract` (Talos 1.14's shape for `V1_14`).
+    pub fn render(bundle: &Bundle, contract: Contract) -> SampleCluster {
         let render = |machine_type| {
-            let mut opts =
-                GenerateOptions::new(Contract::V1_13, machine_type, CLUSTER_NAME, ENDPOINT);
+            let mut opts = GenerateOptions::new(contract, machine_type, CLUSTER_NAME, ENDPOINT);
             opts.kubernetes_version = "1.28.0".into();
             opts.install_image = None;
-            MachineConfig::generate(&bundle, &opts)
+            MachineConfig::generate(bundle, &opts)
                 .expect("the sample config renders")
                 .to_yaml()
         };
         SampleCluster {
             controlplane: render(MachineType::ControlPlane),
             worker: render(MachineType::Worker),
-            bundle,
+            bundle: bundle.clone(),
         }
     }
 }

@@ -10,6 +10,7 @@ use ferro_talos_client::TalosClient;
 use ferro_talos_kube::KubeAccess;
 
 use crate::connection;
+use crate::kubernetes_config::ENDPOINT_PLACES;
 
 /// Where the Kubernetes credentials come from.
 pub enum KubeCredentials {
@@ -48,7 +49,8 @@ impl KubeCredentials {
 
     /// How to reach the API server. `kubeconfig_source` is the Talos connection that issues a
     /// kubeconfig when no other credentials were given (a control plane); `cluster_endpoint` is
-    /// the config's `cluster.controlPlane.endpoint`, where a bundle's certificate is used;
+    /// the config's cluster endpoint (`kubernetes_config::cluster_endpoint`, either shape), where
+    /// a bundle's certificate is used;
     /// `remedy` ends a failure message (what the user can set instead).
     pub async fn access(
         &self,
@@ -64,8 +66,8 @@ impl KubeCredentials {
             KubeCredentials::Bundle { crt, key } => {
                 let endpoint = cluster_endpoint.ok_or_else(|| {
                     format!(
-                        "{who}: the node's config has no cluster.controlPlane.endpoint, so the Kubernetes API is \
-                         unknown; set kubeconfig, or {remedy}"
+                        "{who}: the node's config sets no cluster endpoint ({ENDPOINT_PLACES}), so the \
+                         Kubernetes API is unknown; set kubeconfig, or {remedy}"
                     )
                 })?;
                 KubeAccess::from_bundle(crt, key, endpoint)

@@ -7,7 +7,10 @@
 //! talosctl reads the flags from the rendered static pods and the kubelet spec; the collection
 //! reads them where users set them, the `extraArgs` of each component in the machine config.
 
+use ferro_talos_config::MachineConfig;
 use serde_json::Value;
+
+use crate::kubernetes_config::Section;
 
 /// The removals of one minor move, by component.
 pub struct Removals {
@@ -153,35 +156,26 @@ pub struct InUse {
     pub path: String,
 }
 
-/// Removed flags, feature gates and admission plugins in one node's config.
-pub fn in_use(node: &str, v1alpha1: &Value, control_plane: bool, r: &Removals) -> Vec<InUse> {
+/// Removed flags, feature gates and admission plugins in one node's config, read from each
+/// component's `extraArgs` where the config keeps them (its Talos 1.14 document, else v1alpha1:
+/// `crate::kubernetes_config`).
+pub fn in_use(node: &str, config: &MachineConfig, control_plane: bool, r: &Removals) -> Vec<InUse> {
     let mut out = Vec::new();
-    let mut components: Vec<(&'static str, &str, &[&str], &[&str])> = vec![(
-        "kubelet",
-        "/machine/kubelet/extraArgs",
-        r.kubelet_flags,
-        NONE,
-    )];
+    let mut components: Vec<(&'static str, &[&str], &[&str])> =
+        vec![("kubelet", r.kubelet_flags, NONE)];
     if control_plane {
-        components.push((
-            "kube-apiserver",
-            "/cluster/apiServer/extraArgs",
-            r.apiserver_flags,
-            r.admission_plugins,
-        ));
-        components.push((
-            "kube-controller-manager",
-            "/cluster/controllerManager/extraArgs",
-            r.controller_manager_flags,
-            NONE,
-        ));
-        components.push(("kube-scheduler", "/cluster/scheduler/extraArgs", NONE, NONE));
+        components.push(("kube-apiserver", r.apiserver_flags, r.admission_plugins));
+        components.push(("kube-controller-manager", r.controller_manager_flags, NONE));
+        components.push(("kube-scheduler", NONE, NONE));
     }
-    for (component, pointer, flags, plugins) in components {
-        let Some(args) = v1alpha1.pointer(pointer).and_then(Value::as_object) else {
+    for (component, flags, plugins) in components {
+        let Some(section) = Section::of(config, component) else {
             continue;
         };
-        let path = pointer.trim_start_matches('/').replace('/', ".");
+        let Some(args) = section.get(config, "extraArgs").and_then(Value::as_object) else {
+            continue;
+        };
+        let path = section.path("extraArgs");
         for (flag, value) in args {
             let values = arg_values(value);
             if flags.contains(&flag.as_str()) {
@@ -260,13 +254,15 @@ mod tests {
 
     #[test]
     fn removed_gates_flags_and_plugins_are_found_where_they_are_set() {
-        let cfg = json!({
-            "machine": {"kubelet": {"extraArgs": {
-                "feature-gates": "HonorPVReclaimPolicy=true,Other=false",
-                "pod-infra-container-image": "x",
-            }}},
-            "cluster": {"apiServer": {"extraArgs": {"feature-gates": ["WatchFromStorageWithoutResourceVersion=true"]}}},
-        });
+        let cfg = MachineConfig {
+            docs: vec![json!({
+                "machine": {"kubelet": {"extraArgs": {
+                    "feature-gates": "HonorPVReclaimPolicy=true,Other=false",
+                    "pod-infra-container-image": "x",
+                }}},
+                "cluster": {"apiServer": {"extraArgs": {"feature-gates": ["WatchFromStorageWithoutResourceVersion=true"]}}},
+            })],
+        };
         let found = in_use("10.0.0.2", &cfg, true, &removals(35, 36).unwrap());
         let names: Vec<_> = found
             .iter()
@@ -285,6 +281,29 @@ mod tests {
         assert_eq!(
             found[0].path,
             "machine.kubelet.extraArgs.pod-infra-container-image"
+        );
+    }
+
+    /// Talos 1.14 keeps each component's `extraArgs` in its own document
+    /// (`pkg/machinery/config/types/k8s/kubelet.go`, `apiserver.go` @ v1.14.1).
+    #[test]
+    fn removed_items_are_found_in_the_1_14_documents_too() {
+        let cfg = MachineConfig {
+            docs: vec![
+                json!({"version": "v1alpha1", "machine": {"type": "controlplane"}, "cluster": {}}),
+                json!({"apiVersion": "v1alpha1", "kind": "KubeletConfig", "image": "k",
+                       "extraArgs": {"pod-infra-container-image": "x"}}),
+                json!({"apiVersion": "v1alpha1", "kind": "KubeAPIServerConfig", "image": "a",
+                       "extraArgs": {"feature-gates": "WatchFromStorageWithoutResourceVersion=true"}}),
+            ],
+        };
+        let found = in_use("10.0.0.2", &cfg, true, &removals(35, 36).unwrap());
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].path, "KubeAPIServerConfig.extraArgs.feature-gates");
+        let found = in_use("10.0.0.2", &cfg, true, &removals(34, 35).unwrap());
+        assert_eq!(
+            found[0].path,
+            "KubeletConfig.extraArgs.pod-infra-container-image"
         );
     }
 }

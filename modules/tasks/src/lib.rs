@@ -9,6 +9,7 @@ pub mod connection;
 mod etcd_members;
 pub mod files;
 mod kube_access;
+mod kubernetes_config;
 mod kubernetes_manifests;
 mod kubernetes_removed;
 mod live_config;

@@ -7,10 +7,10 @@
 use ferro_talos_client::TalosClient;
 use ferro_talos_client::proto::resource::config::MachineType;
 use ferro_talos_kube::Kube;
-use serde_json::Value;
 
 use crate::etcd_members;
 use crate::kube_access::KubeCredentials;
+use crate::kubernetes_config::cluster_endpoint;
 use crate::live_config::{self, ReadError};
 
 /// Refuses a graceful reset of a control plane that etcd would not let go: the Reset sequence
@@ -75,10 +75,7 @@ pub async fn find(
             ));
         }
     };
-    let endpoint = config
-        .v1alpha1()
-        .and_then(|v| v.pointer("/cluster/controlPlane/endpoint"))
-        .and_then(Value::as_str);
+    let endpoint = cluster_endpoint(&config);
     let access = creds
         .access(
             node,

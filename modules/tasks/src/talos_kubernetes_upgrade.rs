@@ -30,6 +30,7 @@ use serde_json::{Value, json};
 
 use crate::connection::{self, Target, with_connection_options};
 use crate::kube_access::KubeCredentials;
+use crate::kubernetes_config::{Section, cluster_endpoint};
 use crate::kubernetes_manifests::{self, ManifestSettings, ProxyImage};
 use crate::kubernetes_removed::{self, InUse};
 use crate::live_config::{self, ReadError};
@@ -178,14 +179,12 @@ fn removed_in_use(nodes: &[NodeView], target: &Version) -> Vec<InUse> {
         let Some(r) = kubernetes_removed::removals(from, target.minor) else {
             continue;
         };
-        if let Some(v1) = n.config.v1alpha1() {
-            out.extend(kubernetes_removed::in_use(
-                &n.address,
-                v1,
-                n.control_plane,
-                &r,
-            ));
-        }
+        out.extend(kubernetes_removed::in_use(
+            &n.address,
+            &n.config,
+            n.control_plane,
+            &r,
+        ));
     }
     out
 }
@@ -363,8 +362,8 @@ async fn read_node(
             t.node
         )));
     }
-    let components =
-        kubernetes_components(&v1).map_err(|why| ModuleError::new(format!("{}: {why}", t.node)))?;
+    let components = kubernetes_components(&config)
+        .map_err(|why| ModuleError::new(format!("{}: {why}", t.node)))?;
     // Older nodes may not serve it: the pod and the Node are then found by address.
     let node_name = client.nodename().await.ok().flatten();
     Ok(NodeView {
@@ -540,11 +539,7 @@ impl Upgrade<'_> {
             .iter()
             .find(|n| n.control_plane)
             .ok_or_else(|| ModuleError::new("control_plane_nodes is empty"))?;
-        let endpoint = first
-            .config
-            .v1alpha1()
-            .and_then(|v| v.pointer("/cluster/controlPlane/endpoint"))
-            .and_then(Value::as_str);
+        let endpoint = cluster_endpoint(&first.config);
         let access = self
             .kube_credentials
             .access(
@@ -687,18 +682,21 @@ impl Upgrade<'_> {
         .with("component", json!(step.phase.name()))
     }
 
-    /// The node's live config with the step's image, applied without a reboot (talosctl's
-    /// `patchNodeConfig`: mode NO_REBOOT).
+    /// The node's live config with the step's image where that config keeps it (its 1.14
+    /// document, else v1alpha1: talosctl's `stdpatches.WithKube*Image` chosen by
+    /// `GuessVersionContract*`, `pkg/cluster/kubernetes/talos_managed.go` and `kubelet.go` @
+    /// v1.14.1), applied without a reboot (`patchNodeConfig`: mode NO_REBOOT).
     async fn patch(&self, step: &Step) -> Result<(), ModuleError> {
         let client = &self.node(&step.node).client;
         let mut config = read_config(client, &step.node).await?;
-        let Some(slot) = config
-            .v1alpha1_mut()
-            .and_then(|v| v.pointer_mut(step.component.pointer))
-        else {
-            return Err(self.step_fail(step, "the image vanished from the node's config"));
-        };
-        *slot = Value::String(step.target_image.clone());
+        let section = Section::of(&config, step.component.name).unwrap_or(step.component.section);
+        let image = Value::String(step.target_image.clone());
+        if !section.set(&mut config, "image", image) {
+            return Err(self.step_fail(
+                step,
+                &format!("{} vanished from the node's config", section.path("image")),
+            ));
+        }
         client
             .apply_configuration(
                 config.to_yaml().as_bytes(),
@@ -737,7 +735,7 @@ impl Upgrade<'_> {
         }
     }
 
-    /// Until the node's static pod runs config `version` and is Ready (talosctl's
+    /// Until the node's static pod runs config `version`, or a later one, and is Ready (talosctl's
     /// `checkPodStatus`). Errors while the API server restarts are part of waiting.
     async fn wait_static_pod(
         &self,
@@ -750,10 +748,12 @@ impl Upgrade<'_> {
         let node_name = self.node(&step.node).node_name.as_deref();
         loop {
             let last = match kube.static_pod(name, node_name, &step.node).await {
-                Ok(Some(pod)) if pod.config_version.as_deref() == Some(version) && pod.ready => {
+                Ok(Some(pod))
+                    if config_reached(pod.config_version.as_deref(), version) && pod.ready =>
+                {
                     return Ok(());
                 }
-                Ok(Some(pod)) if pod.config_version.as_deref() == Some(version) => {
+                Ok(Some(pod)) if config_reached(pod.config_version.as_deref(), version) => {
                     format!("pod {} runs {} but is not Ready", pod.name, pod.image)
                 }
                 Ok(Some(pod)) => format!(
@@ -814,6 +814,17 @@ impl Upgrade<'_> {
     }
 }
 
+/// A pod annotated with config version `pod` runs the config of version `want` or a later one:
+/// COSI versions only grow, so an unrelated change that bumped the config again while the pod
+/// restarted does not keep the wait going (`checkPodStatus` in
+/// `pkg/cluster/kubernetes/talos_managed.go` @ v1.14.1; v1.14.0 and before required equality).
+fn config_reached(pod: Option<&str>, want: &str) -> bool {
+    match (pod.map(str::parse::<u64>), want.parse::<u64>()) {
+        (Some(Ok(pod)), Ok(want)) => pod >= want,
+        _ => false,
+    }
+}
+
 async fn kubelet_state(node: &NodeView, kube: &Kube, want: &str) -> Result<(), String> {
     let services = node
         .client
@@ -838,5 +849,22 @@ async fn kubelet_state(node: &NodeView, kube: &Kube, want: &str) -> Result<(), S
         )),
         Ok(None) => Err(format!("no Node lists the address {}", node.address)),
         Err(e) => Err(e.message),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::config_reached;
+
+    /// `checkPodStatus` @ v1.14.1: the pod is up to date once its version reaches the one
+    /// expected; an unparsable or missing annotation keeps waiting.
+    #[test]
+    fn a_later_config_version_counts_as_reached() {
+        assert!(config_reached(Some("4"), "4"));
+        assert!(config_reached(Some("5"), "4"));
+        assert!(config_reached(Some("10"), "9"), "numbers, not text");
+        assert!(!config_reached(Some("3"), "4"));
+        assert!(!config_reached(Some("x"), "4"));
+        assert!(!config_reached(None, "4"));
     }
 }

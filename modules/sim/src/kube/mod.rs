@@ -28,7 +28,7 @@ mod templates;
 mod writes;
 
 pub use api::{request, snapshot};
-pub use components::Components;
+pub use components::{Components, has_final_configs};
 pub use listener::run;
 pub use model::{KubeState, node_name, node_ready};
 pub use structs::to_struct;

@@ -311,7 +311,10 @@ fn node_pods(name: &str, rec: &NodeRecord, n: &Node, resource_version: u64) -> V
                 continue;
             };
             let component = n.components.get(c.name);
-            let config_version = component.map_or(1, |s| s.version);
+            let config_version = n
+                .components
+                .pod_config_version(c.name, &n.version)
+                .unwrap_or(1);
             let restarted_at = component.map_or(n.config_updated, |s| s.changed_at);
             let never_ready = c.name == "kube-apiserver" && n.faults.apiserver_never_ready;
             let ready = ready

@@ -45,7 +45,9 @@ const NODENAME: (&str, &str) = ("k8s", "Nodenames.kubernetes.talos.dev");
 /// A control plane's component configs, rendered from the machine config; their version is what
 /// the static pods' `talos.dev/config-version` annotation carries (upstream
 /// `pkg/machinery/resources/k8s/apiserver_config.go` and siblings at v1.13.9: namespace
-/// `controlplane`, one resource per component with the component's name as id, sensitive).
+/// `controlplane`, one resource per component with the component's name as id, sensitive; from
+/// 1.14 a second one with id `final-<component>`, `FinalPrefix` in `resources/k8s/k8s.go` @
+/// v1.14.1).
 const CONTROL_PLANE_CONFIGS: &[(&str, &str)] = &[
     ("APIServerConfigs.kubernetes.talos.dev", "kube-apiserver"),
     (
@@ -330,6 +332,28 @@ fn resources(shared: &Shared, idx: usize, ns: &str, ty: &str) -> BTreeMap<String
                 format!("enabled: true\nimage: {image}\n"),
             ),
         };
+        // Talos 1.14 also keeps the `final-` resource the static pod is rendered from, with its
+        // own version (`control_plane_final.go` @ v1.14.1; `kube/components.rs`). Its spec here is
+        // the same image (the real one adds the rendered args).
+        if crate::kube::has_final_configs(&n.version) {
+            let final_id = format!("final-{id}");
+            out.insert(
+                final_id.clone(),
+                Resource {
+                    metadata: Some(meta(
+                        ns,
+                        ty,
+                        &final_id,
+                        state.final_version,
+                        state.changed_at,
+                    )),
+                    spec: Some(Spec {
+                        proto_spec: proto_spec.clone(),
+                        yaml_spec: yaml_spec.clone(),
+                    }),
+                },
+            );
+        }
         out.insert(
             id.to_string(),
             Resource {

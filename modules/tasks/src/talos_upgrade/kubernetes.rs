@@ -14,13 +14,15 @@ use super::image::{retag, split_image};
 use super::report::Report;
 use super::upgrade_node::read_config;
 use super::version_policy::{kubernetes_path_ok, kubernetes_supported, parse_version};
+use crate::kubernetes_config::Section;
 
 /// One Kubernetes component image in the machine config.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Component {
     pub name: &'static str,
-    /// JSON pointer into the v1alpha1 document.
-    pub pointer: &'static str,
+    /// Where the config keeps the component's settings (its 1.14 document or v1alpha1); the
+    /// image is their `image`.
+    pub section: Section,
     pub image: String,
     pub version: Version,
     /// The image flavour after the version in the tag (`-fat`, `-slim`), kept when retagged.
@@ -32,75 +34,74 @@ impl Component {
     pub fn retagged(&self, version: &Version) -> String {
         format!("{}{}", retag(&self.image, version), self.flavour)
     }
+
+    /// Where the image is, as a user writes it (`KubeletConfig.image`, `machine.kubelet.image`).
+    pub fn image_path(&self) -> String {
+        self.section.path("image")
+    }
 }
 
-const KUBELET: (&str, &str) = ("kubelet", "/machine/kubelet/image");
+const KUBELET: &str = "kubelet";
 
 /// The flavours of siderolabs' kubelet images; `talosctl upgrade-k8s` keeps them
 /// (`extractKubeletVersionSuffix` in `pkg/cluster/kubernetes/kubelet.go` at v1.13.9).
 const KUBELET_FLAVOURS: [&str; 2] = ["-fat", "-slim"];
-const CONTROL_PLANE_COMPONENTS: [(&str, &str); 4] = [
-    ("kube-apiserver", "/cluster/apiServer/image"),
-    (
-        "kube-controller-manager",
-        "/cluster/controllerManager/image",
-    ),
-    ("kube-scheduler", "/cluster/scheduler/image"),
-    ("kube-proxy", "/cluster/proxy/image"),
+const CONTROL_PLANE_COMPONENTS: [&str; 4] = [
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kube-proxy",
 ];
 
-fn config_path(pointer: &str) -> String {
-    pointer.trim_start_matches('/').replace('/', ".")
-}
-
 /// The Kubernetes component images a node's config sets: kubelet everywhere, the control-plane
-/// static pods and kube-proxy on control planes (kube-proxy only when not disabled).
-pub fn kubernetes_components(v1alpha1: &Value) -> Result<Vec<Component>, String> {
-    let machine_type = v1alpha1
-        .pointer("/machine/type")
+/// static pods and kube-proxy on control planes (kube-proxy only when not disabled). Each is read
+/// where this config keeps it (`crate::kubernetes_config`).
+pub fn kubernetes_components(config: &MachineConfig) -> Result<Vec<Component>, String> {
+    let machine_type = config
+        .v1alpha1()
+        .and_then(|v| v.pointer("/machine/type"))
         .and_then(Value::as_str)
         .unwrap_or("");
     let control_plane = matches!(machine_type, "controlplane" | "init");
     let mut wanted = vec![KUBELET];
     if control_plane {
-        for c in CONTROL_PLANE_COMPONENTS {
-            let proxy_disabled = v1alpha1
-                .pointer("/cluster/proxy/disabled")
-                .and_then(Value::as_bool)
-                == Some(true);
-            if c.0 == "kube-proxy" && proxy_disabled {
-                continue;
-            }
-            wanted.push(c);
-        }
+        wanted.extend(CONTROL_PLANE_COMPONENTS);
     }
-    wanted
-        .into_iter()
-        .map(|(name, pointer)| {
-            let image = v1alpha1
-                .pointer(pointer)
-                .and_then(Value::as_str)
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .ok_or_else(|| {
-                    format!(
-                        "{} is not set in the node's machine config, so the current {name} version is unknown; \
-                         set it (for example with talos_config's kubernetes_version) first",
-                        config_path(pointer)
-                    )
-                })?;
-            let tag = split_image(image).1.unwrap_or("");
-            let flavour = if name == KUBELET.0 {
-                KUBELET_FLAVOURS.into_iter().find(|f| tag.ends_with(f)).unwrap_or("")
-            } else {
-                ""
-            };
-            let version = parse_version(&tag[..tag.len() - flavour.len()]).map_err(|_| {
-                format!("{} is {image:?}, whose tag is not a Kubernetes version", config_path(pointer))
-            })?;
-            Ok(Component { name, pointer, image: image.to_string(), version, flavour })
-        })
-        .collect()
+    let mut out = Vec::new();
+    for name in wanted {
+        let Some(section) = Section::of(config, name) else {
+            continue;
+        };
+        if name == "kube-proxy" && section.disabled(config) {
+            continue;
+        }
+        let path = section.path("image");
+        let image = section.get_str(config, "image").ok_or_else(|| {
+            format!(
+                "{path} is not set in the node's machine config, so the current {name} version is unknown; \
+                 set it (for example with talos_config's kubernetes_version) first"
+            )
+        })?;
+        let tag = split_image(image).1.unwrap_or("");
+        let flavour = if name == KUBELET {
+            KUBELET_FLAVOURS
+                .into_iter()
+                .find(|f| tag.ends_with(f))
+                .unwrap_or("")
+        } else {
+            ""
+        };
+        let version = parse_version(&tag[..tag.len() - flavour.len()])
+            .map_err(|_| format!("{path} is {image:?}, whose tag is not a Kubernetes version"))?;
+        out.push(Component {
+            name,
+            section,
+            image: image.to_string(),
+            version,
+            flavour,
+        });
+    }
+    Ok(out)
 }
 
 /// The Kubernetes move planned for one node.
@@ -161,14 +162,14 @@ impl KubernetesPlan {
 }
 
 pub fn plan_kubernetes(
-    v1alpha1: &Value,
+    config: &MachineConfig,
     want: &Version,
     talos: &Version,
 ) -> Result<KubernetesPlan, String> {
     if let Some(Err(why)) = kubernetes_supported(talos, want) {
         return Err(why);
     }
-    let components = kubernetes_components(v1alpha1)?;
+    let components = kubernetes_components(config)?;
     for c in &components {
         kubernetes_path_ok(&c.version, want).map_err(|why| format!("{}: {why}", c.name))?;
     }
@@ -192,22 +193,17 @@ pub(super) async fn upgrade_kubernetes(
     report: &mut Report,
 ) -> Result<(), ModuleError> {
     let mut config = read_config(client, report).await?;
-    let Some(v1) = config.v1alpha1_mut() else {
-        return Err(report.fail("the node's machine config has no v1alpha1 document"));
-    };
     let mut expected = Vec::new();
     for c in plan.components.iter().filter(|c| c.version != plan.target) {
         let new_image = c.retagged(&plan.target);
-        match v1.pointer_mut(c.pointer) {
-            Some(slot) => *slot = Value::String(new_image.clone()),
-            None => {
-                return Err(report.fail(format!(
-                    "{} vanished from the node's config",
-                    config_path(c.pointer)
-                )));
-            }
+        let section = Section::of(&config, c.name).unwrap_or(c.section);
+        if !section.set(&mut config, "image", Value::String(new_image.clone())) {
+            return Err(report.fail(format!(
+                "{} vanished from the node's config",
+                section.path("image")
+            )));
         }
-        expected.push((c.pointer, new_image));
+        expected.push((c.name, new_image));
     }
     // What the control plane's config resources say before the apply: after it, each moved
     // component's resource must reach a new version (Talos rendered the new image), as
@@ -249,7 +245,7 @@ pub(super) async fn upgrade_kubernetes(
 /// back with the new images, kubelet runs.
 async fn kubernetes_healthy(
     client: &TalosClient,
-    expected: &[(&str, String)],
+    expected: &[(&'static str, String)],
     rendered: &[(StaticPodComponent, String)],
 ) -> Result<(), String> {
     for (component, before) in rendered {
@@ -271,11 +267,13 @@ async fn kubernetes_healthy(
         .map_err(|e| e.to_string())?;
     let text = String::from_utf8_lossy(&bytes);
     let cfg = MachineConfig::parse(&text).map_err(|e| format!("config unreadable: {e:#}"))?;
-    let v1 = cfg.v1alpha1().ok_or("config has no v1alpha1 document")?;
-    for (pointer, image) in expected {
-        let now = v1.pointer(pointer).and_then(Value::as_str).unwrap_or("");
+    for (name, image) in expected {
+        let Some(section) = Section::of(&cfg, name) else {
+            continue;
+        };
+        let now = section.get_str(&cfg, "image").unwrap_or("");
         if now != image {
-            return Err(format!("{} is still {now:?}", config_path(pointer)));
+            return Err(format!("{} is still {now:?}", section.path("image")));
         }
     }
     let services = client.service_list().await.map_err(|e| e.to_string())?;
@@ -291,7 +289,7 @@ mod tests {
     use super::*;
     use crate::talos_upgrade::test_support::v;
 
-    fn config(kubelet: &str, cp: Option<&str>) -> Value {
+    fn config(kubelet: &str, cp: Option<&str>) -> MachineConfig {
         let mut cfg = json!({"machine": {"type": if cp.is_some() { "controlplane" } else { "worker" },
                                           "kubelet": {"image": kubelet}}});
         if let Some(tag) = cp {
@@ -302,7 +300,72 @@ mod tests {
                 "proxy": {"image": format!("registry.k8s.io/kube-proxy:{tag}")},
             });
         }
-        cfg
+        MachineConfig { docs: vec![cfg] }
+    }
+
+    /// The same settings as Talos 1.14 renders them: one document per component, the v1alpha1
+    /// document holding none (`pkg/machinery/config/types/k8s/*.go` @ v1.14.1).
+    fn config_114(kubelet: &str, cp: Option<&str>) -> MachineConfig {
+        let doc = |kind: &str, image: String| json!({"apiVersion": "v1alpha1", "kind": kind, "image": image});
+        let machine_type = if cp.is_some() {
+            "controlplane"
+        } else {
+            "worker"
+        };
+        let mut docs = vec![
+            json!({"version": "v1alpha1", "machine": {"type": machine_type}, "cluster": {}}),
+            doc("KubeletConfig", kubelet.to_string()),
+        ];
+        if let Some(tag) = cp {
+            docs.push(doc(
+                "KubeAPIServerConfig",
+                format!("registry.k8s.io/kube-apiserver:{tag}"),
+            ));
+            docs.push(doc(
+                "KubeControllerManagerConfig",
+                format!("registry.k8s.io/kube-controller-manager:{tag}"),
+            ));
+            docs.push(doc(
+                "KubeSchedulerConfig",
+                format!("registry.k8s.io/kube-scheduler:{tag}"),
+            ));
+            docs.push(doc(
+                "KubeProxyConfig",
+                format!("registry.k8s.io/kube-proxy:{tag}"),
+            ));
+        }
+        MachineConfig { docs }
+    }
+
+    /// A 1.14-shaped config is read from its documents (`stdpatches/guess.go` @ v1.14.1), where
+    /// the v1alpha1 reading found nothing ("machine.kubelet.image is not set").
+    #[test]
+    fn the_1_14_documents_hold_the_images() {
+        let cp = config_114("ghcr.io/siderolabs/kubelet:v1.36.2", Some("v1.36.2"));
+        let comps = kubernetes_components(&cp).unwrap();
+        let paths: Vec<String> = comps.iter().map(Component::image_path).collect();
+        assert_eq!(
+            paths,
+            [
+                "KubeletConfig.image",
+                "KubeAPIServerConfig.image",
+                "KubeControllerManagerConfig.image",
+                "KubeSchedulerConfig.image",
+                "KubeProxyConfig.image",
+            ]
+        );
+        let plan = plan_kubernetes(&cp, &v("1.36.3"), &v("1.14.1")).unwrap();
+        assert_eq!(plan.current, v("1.36.2"));
+        let mut disabled = cp.clone();
+        disabled.docs[5]["enabled"] = json!(false);
+        assert_eq!(kubernetes_components(&disabled).unwrap().len(), 4);
+        let mut missing = config_114("", None);
+        missing.docs[1].as_object_mut().unwrap().remove("image");
+        assert!(
+            kubernetes_components(&missing)
+                .unwrap_err()
+                .contains("KubeletConfig.image is not set")
+        );
     }
 
     #[test]
@@ -338,9 +401,11 @@ mod tests {
             "{err}"
         );
         let mut disabled = up.clone();
-        disabled["cluster"]["proxy"]["disabled"] = json!(true);
+        disabled.docs[0]["cluster"]["proxy"]["disabled"] = json!(true);
         assert_eq!(kubernetes_components(&disabled).unwrap().len(), 4);
-        let missing = json!({"machine": {"type": "worker"}});
+        let missing = MachineConfig {
+            docs: vec![json!({"machine": {"type": "worker"}})],
+        };
         assert!(
             kubernetes_components(&missing)
                 .unwrap_err()

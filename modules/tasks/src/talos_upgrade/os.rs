@@ -10,6 +10,7 @@ use ferro_talos_client::{
     ConnectOptions, Credentials, ErrorKind, RebootMode, SequenceFailure, TalosClient,
     UpgradeRebootMode, containerd_system, sequence_failure, wait_for_reboot,
 };
+use ferro_talos_config::MachineConfig;
 use semver::Version;
 use serde_json::Value;
 
@@ -62,18 +63,19 @@ pub(super) struct OsPlan<'a> {
 }
 
 /// Whether the node's Talos moves to `req.os` and through which API, decided from the version it
-/// runs (`current`), the schematic it reports and its live config (`v1`); `Err` is the rule that
+/// runs (`current`), the schematic it reports and its live config; `Err` is the rule that
 /// refuses the move. What the rules allow but is worth a word becomes a warning.
 pub(super) async fn plan_os<'a>(
     client: &TalosClient,
     current: &Version,
-    v1: &Value,
+    config: &MachineConfig,
     req: &'a Request,
     report: &mut Report,
 ) -> Result<Option<OsPlan<'a>>, String> {
     let Some(os) = &req.os else {
         return Ok(None);
     };
+    let v1 = config.v1alpha1().unwrap_or(&Value::Null);
     let install_image = v1.pointer("/machine/install/image").and_then(Value::as_str);
     report.set("install_image", install_image);
     // The running schematic when the node reports it; else the one its config installs.
@@ -123,7 +125,7 @@ pub(super) async fn plan_os<'a>(
     // is worth a word before the node reboots into it.
     if req.kubernetes.is_none()
         && let OsDecision::Change(_) = &decision
-        && let Ok(components) = kubernetes_components(v1)
+        && let Ok(components) = kubernetes_components(config)
         && let Some(kubelet) = components.first()
         && let Some(Err(why)) = kubernetes_supported(&os.version, &kubelet.version)
     {

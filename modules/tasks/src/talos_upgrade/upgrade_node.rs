@@ -17,6 +17,7 @@ use super::report::Report;
 use super::request::Request;
 use super::version_policy::parse_version;
 use crate::connection::{self, Target};
+use crate::kubernetes_config::cluster_endpoint;
 use crate::live_config::{self, ReadError};
 use crate::upgrade_drain::{self, KubeCredentials, KubeInputs, NoDrain};
 
@@ -48,7 +49,7 @@ pub(super) async fn upgrade_node(
     report.set("machine_type", machine_type);
 
     // Plan everything before touching the node, so each refusal leaves it as it was.
-    let os_plan = plan_os(&client, &current, &v1, req, report)
+    let os_plan = plan_os(&client, &current, &config, req, report)
         .await
         .map_err(|why| report.fail(format!("{}: {why}; nothing was changed", target.node)))?;
     let talos_after = os_plan
@@ -57,7 +58,7 @@ pub(super) async fn upgrade_node(
         .clone();
     let mut k8s_plan = None;
     if let Some(want) = &req.kubernetes {
-        let plan = plan_kubernetes(&v1, want, &talos_after)
+        let plan = plan_kubernetes(&config, want, &talos_after)
             .map_err(|why| report.fail(format!("{}: {why}; nothing was changed", target.node)))?;
         report.set("kubernetes", plan.to_json());
         report.set("manifests_not_synced", json!([]));
@@ -75,9 +76,7 @@ pub(super) async fn upgrade_node(
     }
     let mut drainer = None;
     if os_plan.is_some() && req.drain.enabled {
-        let endpoint = v1
-            .pointer("/cluster/controlPlane/endpoint")
-            .and_then(Value::as_str);
+        let endpoint = cluster_endpoint(&config);
         // Without a bundle or kubeconfig Talos issues one, from a control plane: the endpoint
         // the task goes through, else the node itself, else (a worker) the talosconfig's
         // endpoint, which is where talosctl asks.
@@ -199,8 +198,7 @@ pub(super) async fn upgrade_node(
                     .await
                     .map_err(|e| report.client_fail(e))?;
                 let config = read_config(&c, report).await?;
-                let v1 = config.v1alpha1().cloned().unwrap_or(Value::Null);
-                let plan = plan_kubernetes(&v1, want, &talos_after)
+                let plan = plan_kubernetes(&config, want, &talos_after)
                     .map_err(|why| report.fail(format!("{}: {why}", target.node)))?;
                 report.set("kubernetes", plan.to_json());
                 k8s_plan = plan.changes().then_some(plan);
