@@ -948,11 +948,13 @@ impl Shared {
                     return;
                 };
                 n.stage = Stage::ShuttingDown;
-                if drain {
-                    let st = &mut *st;
-                    let name = crate::kube::node_name(&st.nodes[idx]);
-                    st.kube.cordon_and_drain(&name, &st.nodes);
-                }
+            }
+            if drain {
+                // Ok or Err(reason); this sequence does not act on a failed drain yet.
+                let _ = crate::kube::cordon_and_drain(&shared, idx).await;
+            }
+            {
+                let mut st = shared.lock();
                 shared.publish(
                     &mut st,
                     idx,

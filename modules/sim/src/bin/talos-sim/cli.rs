@@ -9,7 +9,7 @@ use anyhow::{Result, bail};
 use clap::{Args, Parser, Subcommand};
 use ferro_talos_sim::control::NodeRef;
 use ferro_talos_sim::store::StoredCluster;
-use ferro_talos_sim::{AddressBlocks, FaultKind, SimConfig};
+use ferro_talos_sim::{AddressBlocks, DrainTimes, FaultKind, SimConfig};
 
 /// A real node refuses Bootstrap for a few seconds after boot (CRI not up, clock not synced);
 /// the simulator's binary does the same by default, so clients have to retry as they must
@@ -182,6 +182,18 @@ pub struct ProcessArgs {
     /// on a real node whose CRI or clock is not ready yet), in milliseconds.
     #[arg(long, value_name = "MS", default_value_t = BOOTSTRAP_SETTLE_MS)]
     pub bootstrap_settle_ms: u64,
+    /// How long Talos's own drain (before an upgrade, a shutdown or a graceful reset) may
+    /// evict, in milliseconds [default: 300000, upstream's DrainTimeout].
+    #[arg(long, value_name = "MS")]
+    pub talos_drain_timeout_ms: Option<u64>,
+    /// How long Talos's own drain waits for its Node to be cordoned, in milliseconds
+    /// [default: 60000, upstream's].
+    #[arg(long, value_name = "MS")]
+    pub talos_cordon_timeout_ms: Option<u64>,
+    /// How long Talos's own drain waits before it asks again for an eviction a budget refused,
+    /// in milliseconds [default: 5000, upstream's].
+    #[arg(long, value_name = "MS")]
+    pub talos_eviction_retry_ms: Option<u64>,
     /// Serve the JSON-lines control protocol here (fault injection, inspection), e.g.
     /// 127.0.0.1:50999 or 127.0.0.1:0 for a free port [`up`: 127.0.0.1:0, recorded in
     /// DIR/run.json; flag-only: none].
@@ -194,6 +206,18 @@ pub struct ProcessArgs {
     /// outlive it, even when it is killed.
     #[arg(long, value_name = "PID")]
     pub parent_pid: Option<u32>,
+}
+
+impl ProcessArgs {
+    /// Talos's drain times: the flags given, `upstream`'s for the others.
+    fn talos_drain(&self, upstream: DrainTimes) -> DrainTimes {
+        let ms = |flag: Option<u64>, d: Duration| flag.map_or(d, Duration::from_millis);
+        DrainTimes {
+            drain: ms(self.talos_drain_timeout_ms, upstream.drain),
+            cordon: ms(self.talos_cordon_timeout_ms, upstream.cordon),
+            retry: ms(self.talos_eviction_retry_ms, upstream.retry),
+        }
+    }
 }
 
 /// `--base-address`: an address, or `auto` for a free block.
@@ -274,6 +298,7 @@ impl Layout {
                 .reboot_downtime_ms
                 .map_or(d.reboot_downtime, Duration::from_millis),
             bootstrap_settle: Duration::from_millis(process.bootstrap_settle_ms),
+            talos_drain: process.talos_drain(d.talos_drain),
             control_address: process.control_address,
             state_dir: None,
             in_memory: false,
