@@ -565,3 +565,101 @@ async fn sequence_outcome(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// talosctl's drain (`cmd/talosctl/pkg/talos/nodedrain/nodedrain.go` @ v1.13.9: `Force`,
+/// `IgnoreAllDaemonSets`) runs kubectl's filters (`k8s.io/kubectl/pkg/drain/filters.go` @
+/// v0.36.3, the same in v0.35.0): `daemonSetFilter` looks up the DaemonSet an unfinished pod's
+/// controller reference names; one that exists keeps its pod on the node, a 404 means the pod is
+/// orphaned, and with `Force` it is evicted (with a warning). Here the garbage collector has not
+/// removed the pods of a deleted DaemonSet (fault `orphaned_daemon_pods`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drain_evicts_the_pod_of_a_daemonset_that_is_gone_and_keeps_the_others() {
+    let cluster = bootstrapped(1, 1).await;
+    let kube = connect(&cluster).await;
+    ready(&kube, &cluster, &[1]).await;
+    let worker = node_name(&cluster, 1);
+    cluster
+        .update_faults(1, |f| f.orphaned_daemon_pods = true)
+        .unwrap();
+    let agent = serde_json::json!({
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": "agent", "namespace": "default"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "agent"}},
+            "template": {
+                "metadata": {"labels": {"app": "agent"}},
+                "spec": {"containers": [{"name": "agent", "image": "registry.example/agent:1.0"}]},
+            },
+        },
+    });
+    let path = "/apis/apps/v1/namespaces/default/daemonsets/agent?fieldManager=test";
+    let (code, _) = cluster.kube_request(
+        0,
+        "PATCH",
+        path,
+        Some("application/apply-patch+yaml"),
+        agent.to_string().as_bytes(),
+    );
+    assert_eq!(code, 201);
+    let agent_pod = |cluster: &ferro_talos_sim::Cluster| {
+        pods_of(&cluster.kube_snapshot(), "agent")
+            .into_iter()
+            .find(|(_, node)| *node == worker)
+            .map(|(pod, _)| pod)
+    };
+    let pod = agent_pod(&cluster).expect("the DaemonSet runs a pod on the worker");
+    let plan = kube.drain_plan(&worker).await.unwrap();
+    assert!(
+        plan.skipped.iter().any(|s| s.name == pod),
+        "a pod of a DaemonSet that exists stays: {plan:?}"
+    );
+
+    let (code, _) = cluster.kube_request(
+        0,
+        "DELETE",
+        "/apis/apps/v1/namespaces/default/daemonsets/agent",
+        None,
+        b"",
+    );
+    assert_eq!(code, 200);
+    assert_eq!(
+        agent_pod(&cluster).as_deref(),
+        Some(pod.as_str()),
+        "orphaned"
+    );
+    let plan = kube.drain_plan(&worker).await.unwrap();
+    let orphan = plan
+        .evict
+        .iter()
+        .find(|p| p.name == pod)
+        .unwrap_or_else(|| panic!("the orphaned pod is not evicted: {plan:?}"));
+    assert!(orphan.orphaned);
+    assert_eq!(orphan.controller.as_deref(), Some("DaemonSet/agent"));
+    // kube-proxy's and flannel's DaemonSets exist: their pods stay.
+    assert!(
+        plan.skipped
+            .iter()
+            .any(|s| s.reason.starts_with("DaemonSet")),
+        "{plan:?}"
+    );
+    assert!(
+        plan.evict.iter().all(|p| p.orphaned
+            || !p
+                .controller
+                .as_deref()
+                .unwrap_or("")
+                .starts_with("DaemonSet/")),
+        "{plan:?}"
+    );
+    kube.set_unschedulable(&worker, true).await.unwrap();
+    let report = kube
+        .drain(&plan, Instant::now() + Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert!(
+        report.evicted.contains(&format!("default/{pod}")),
+        "{report:?}"
+    );
+    assert_eq!(agent_pod(&cluster), None, "nothing recreates it");
+    cluster.shutdown().await;
+}

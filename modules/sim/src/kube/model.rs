@@ -585,7 +585,7 @@ impl KubeState {
             .iter()
             .position(|p| p.namespace == namespace && p.name == name)
         else {
-            return Err(ApiError::not_found("pods", name));
+            return self.evict_daemon_pod(namespace, name, st_nodes);
         };
         let pod = self.pods[pi].clone();
         let node = pod.node.clone().unwrap_or_default();
@@ -638,6 +638,30 @@ impl KubeState {
         self.bump();
         self.record("evict", &node, Some(format!("{namespace}/{name}")));
         self.reconcile(st_nodes);
+        Ok(())
+    }
+
+    /// The eviction of a DaemonSet's pod: it is deleted, and the DaemonSet controller makes a
+    /// new one if the DaemonSet still wants one there. Budgets are not consulted for these
+    /// (the simulator's budgets count workload pods only).
+    fn evict_daemon_pod(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        st_nodes: &[Node],
+    ) -> Result<(), ApiError> {
+        let Some(key) = self
+            .daemon_pods
+            .iter()
+            .find(|(k, p)| k.namespace == namespace && p.name == name)
+            .map(|(k, _)| k.clone())
+        else {
+            return Err(ApiError::not_found("pods", name));
+        };
+        self.daemon_pods.remove(&key);
+        self.bump();
+        self.record("evict", &key.node, Some(format!("{namespace}/{name}")));
+        self.sync_daemonsets(st_nodes);
         Ok(())
     }
 
