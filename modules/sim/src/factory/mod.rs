@@ -137,23 +137,20 @@ fn sniffed_json(value: serde_json::Value) -> Response {
     respond(200, "text/plain; charset=utf-8", format!("{value}\n"))
 }
 
-/// Who a request authenticates as on a factory with users: Ok(None) on one without, Err(401)
-/// for missing or wrong credentials.
-fn caller(store: &Mutex<Store>, parts: &http::request::Parts) -> Result<Option<String>, Response> {
+/// Who a request comes from on a factory with users.
+enum Caller {
+    /// The factory authenticates no one.
+    Anyone,
+    User(String),
+    /// Missing or wrong credentials: 401.
+    Refused,
+}
+
+fn caller(store: &Mutex<Store>, parts: &http::request::Parts) -> Caller {
     use base64::Engine;
     let s = store.lock().unwrap_or_else(|e| e.into_inner());
     let Some(users) = &s.users else {
-        return Ok(None);
-    };
-    let unauthorized = || {
-        let mut r = error(401, "authentication required to access this schematic");
-        r.headers_mut().insert(
-            http::header::WWW_AUTHENTICATE,
-            http::HeaderValue::from_static(
-                r#"Basic realm="Image Factory Enterprise", charset="UTF-8""#,
-            ),
-        );
-        r
+        return Caller::Anyone;
     };
     let credentials = parts
         .headers
@@ -169,13 +166,24 @@ fn caller(store: &Mutex<Store>, parts: &http::request::Parts) -> Result<Option<S
                 .ok()
         })
         .and_then(|raw| String::from_utf8(raw).ok());
-    let Some((user, password)) = credentials.as_deref().and_then(|c| c.split_once(':')) else {
-        return Err(unauthorized());
-    };
-    match users.get(user) {
-        Some(p) if p == password => Ok(Some(user.to_string())),
-        _ => Err(unauthorized()),
+    match credentials.as_deref().and_then(|c| c.split_once(':')) {
+        Some((user, password)) if users.get(user).is_some_and(|p| p == password) => {
+            Caller::User(user.to_string())
+        }
+        _ => Caller::Refused,
     }
+}
+
+/// The 401 of the factory's error handler, with its Basic challenge.
+fn unauthorized() -> Response {
+    let mut r = error(401, "authentication required to access this schematic");
+    r.headers_mut().insert(
+        http::header::WWW_AUTHENTICATE,
+        http::HeaderValue::from_static(
+            r#"Basic realm="Image Factory Enterprise", charset="UTF-8""#,
+        ),
+    );
+    r
 }
 
 async fn answer(store: &Mutex<Store>, req: hyper::Request<Incoming>) -> Response {
@@ -190,8 +198,9 @@ async fn answer(store: &Mutex<Store>, req: hyper::Request<Incoming>) -> Response
     match (parts.method.as_str(), segments.as_slice()) {
         ("POST", ["schematics"]) => {
             let user = match caller(store, &parts) {
-                Ok(user) => user,
-                Err(refused) => return refused,
+                Caller::Anyone => None,
+                Caller::User(user) => Some(user),
+                Caller::Refused => return unauthorized(),
             };
             let text = String::from_utf8_lossy(&body);
             match schematic::canonical(&text, user.as_deref()) {
@@ -213,8 +222,9 @@ async fn answer(store: &Mutex<Store>, req: hyper::Request<Incoming>) -> Response
         }
         ("GET", ["schematics", id]) => {
             let user = match caller(store, &parts) {
-                Ok(user) => user,
-                Err(refused) => return refused,
+                Caller::Anyone => None,
+                Caller::User(user) => Some(user),
+                Caller::Refused => return unauthorized(),
             };
             let s = store.lock().unwrap_or_else(|e| e.into_inner());
             match s.schematics.get(*id) {

@@ -35,7 +35,7 @@ pub struct Cli {
 pub enum Command {
     /// Start a cluster whose state lives in --state-dir (or bring the stored one back) and serve
     /// it until stopped.
-    Up(UpArgs),
+    Up(Box<UpArgs>),
     /// Stop the simulator serving --state-dir and wait until it has exited.
     Stop {
         #[arg(long)]
@@ -373,6 +373,24 @@ mod tests {
         assert_eq!(cfg.bootstrap_settle, Duration::from_millis(2000));
         assert_eq!(cfg.control_address, None);
         assert_eq!(cfg.address_blocks, None);
+        assert_eq!(cfg.talos_drain, DrainTimes::UPSTREAM);
+        let run = Cli::parse_from([
+            "talos-sim",
+            "--talos-drain-timeout-ms",
+            "2000",
+            "--talos-eviction-retry-ms",
+            "100",
+        ])
+        .run;
+        let drain = run.layout.config(&run.process).unwrap().talos_drain;
+        assert_eq!(
+            drain,
+            DrainTimes {
+                drain: Duration::from_secs(2),
+                retry: Duration::from_millis(100),
+                ..DrainTimes::UPSTREAM
+            }
+        );
 
         let flags = [
             "--control-planes",
