@@ -45,6 +45,15 @@ impl Factory {
         })
     }
 
+    /// Sends every request with HTTP Basic credentials, as an Enterprise factory with
+    /// authentication takes them (`docs/authentication.md` "The `Authorization` header" @
+    /// image-factory v1.5.0: an htpasswd user and password, or under Auth0 any user name and the
+    /// token as the password).
+    pub fn with_credentials(mut self, username: &str, password: &str) -> Factory {
+        self.endpoint.set_basic_auth(username, password);
+        self
+    }
+
     pub fn url(&self) -> &str {
         &self.endpoint.base
     }
@@ -152,6 +161,8 @@ impl Factory {
     fn failure(&self, what: &str, answer: &Answer) -> FactoryError {
         let kind = match answer.status {
             404 => FactoryErrorKind::NotFound,
+            401 => FactoryErrorKind::Unauthenticated,
+            403 => FactoryErrorKind::Forbidden,
             400..=499 => FactoryErrorKind::Refused,
             _ => FactoryErrorKind::Server,
         };

@@ -10,6 +10,10 @@ pub enum FactoryErrorKind {
     Unreachable,
     /// The factory refused the request (4xx), e.g. an invalid schematic.
     Refused,
+    /// The factory wants credentials, or refused the ones given (401).
+    Unauthenticated,
+    /// The credentials are good but not for this schematic: its owner is another (403).
+    Forbidden,
     /// The factory does not know what was asked for (404): a version, a schematic.
     NotFound,
     /// The factory failed (5xx) or answered something unreadable.

@@ -23,6 +23,8 @@ pub struct Endpoint {
     port: u16,
     tls: Option<(ServerName<'static>, Arc<rustls::ClientConfig>)>,
     timeout: Duration,
+    /// The `Authorization` header's value, if any. A secret: never in a message.
+    authorization: Option<String>,
 }
 
 /// A factory's answer: its status and body.
@@ -85,7 +87,16 @@ impl Endpoint {
             port,
             tls,
             timeout,
+            authorization: None,
         })
+    }
+
+    /// `Authorization: Basic base64(username:password)` on every request.
+    pub fn set_basic_auth(&mut self, username: &str, password: &str) {
+        use base64::Engine;
+        let token =
+            base64::engine::general_purpose::STANDARD.encode(format!("{username}:{password}"));
+        self.authorization = Some(format!("Basic {token}"));
     }
 
     pub async fn get(&self, path: &str) -> Result<Answer, FactoryError> {
@@ -139,6 +150,9 @@ impl Endpoint {
             .header(http::header::USER_AGENT, "ferro.talos");
         if body.is_some() {
             request = request.header(http::header::CONTENT_TYPE, "application/yaml");
+        }
+        if let Some(value) = &self.authorization {
+            request = request.header(http::header::AUTHORIZATION, value);
         }
         let request = request
             .body(Full::new(Bytes::from(body.unwrap_or_default())))

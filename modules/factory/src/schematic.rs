@@ -2,6 +2,11 @@
 //! strictly (an unknown key is an error), and encoded back in the struct's field order with empty
 //! values left out, which is the text its ID is the SHA-256 of. Lists keep their order and their
 //! duplicates: the factory sorts nothing, so `[a, b]` and `[b, a]` are two schematics.
+//!
+//! `owner` comes first: an Enterprise factory with authentication stamps the caller's identity
+//! there when it creates a schematic, so it is part of the canonical text and of the ID
+//! (`Schematic.Owner`; `internal/frontend/http/configuration.go` `handleSchematicCreate`;
+//! `docs/authentication.md` "Ownership" @ v1.5.0). A factory without authentication refuses it.
 
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
@@ -17,6 +22,8 @@ const ENROLL_KEYS: [&str; 4] = ["off", "manual", "if-safe", "force"];
 
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Schematic {
+    /// The identity an authenticated factory owns the schematic for; empty for none.
+    pub owner: String,
     pub overlay: Option<Overlay>,
     pub embedded_machine_configuration: String,
     pub extra_kernel_args: Vec<String>,
@@ -103,8 +110,11 @@ impl Schematic {
     /// Reads a schematic written as the factory's YAML would be (`customization`, `overlay`),
     /// already parsed into JSON values; every key is checked.
     pub fn from_value(value: &Value) -> Result<Schematic, FactoryError> {
-        let top = only_keys(value, "schematic", &["overlay", "customization"])?;
-        let mut s = Schematic::default();
+        let top = only_keys(value, "schematic", &["owner", "overlay", "customization"])?;
+        let mut s = Schematic {
+            owner: string_at(top, "owner", "schematic")?,
+            ..Schematic::default()
+        };
         if let Some(overlay) = top.get("overlay").filter(|v| !v.is_null()) {
             let o = only_keys(overlay, "schematic.overlay", &["image", "name", "options"])?;
             let options = match o.get("options") {
@@ -229,6 +239,9 @@ impl Schematic {
     /// The canonical YAML: what the factory stores and hashes.
     pub fn canonical_yaml(&self) -> String {
         let mut top = Vec::new();
+        if !self.owner.is_empty() {
+            top.push(("owner".to_string(), Node::Str(self.owner.clone())));
+        }
         if let Some(o) = &self.overlay {
             let mut overlay = vec![
                 ("image".to_string(), Node::Str(o.image.clone())),
@@ -403,6 +416,47 @@ mod tests {
             assert_eq!(s.id(), id, "{input}\n{}", s.canonical_yaml());
         }
         assert_eq!(Schematic::default().canonical_yaml(), "customization: {}\n");
+    }
+
+    /// The owner an authenticated factory stamps is the first line of the canonical text and so
+    /// changes the ID. Upstream pins no such ID (its integration tests compute theirs at start,
+    /// `internal/integration/schematic_test.go` @ v1.5.0); these were computed with upstream's
+    /// own `pkg/schematic` `Schematic.ID` (go-yaml v4) from the same schematics.
+    #[test]
+    fn the_owner_is_part_of_the_id() {
+        let cases = [
+            (
+                json!({"owner": "alice"}),
+                "owner: alice\ncustomization: {}\n",
+                "325e789382e85e76ab77e38cb320a816e2c9550cb5afe960b21f75e06605e2e9",
+            ),
+            (
+                json!({"owner": "alice", "overlay": {"name": "rpi_generic", "image": "siderolabs/sbc-raspberrypi"}}),
+                "owner: alice\noverlay:\n    image: siderolabs/sbc-raspberrypi\n    name: rpi_generic\ncustomization: {}\n",
+                "588ea1d76de80c5a660802685668540aa57365580ca3bc2e0c082bc6ecff1092",
+            ),
+            (
+                json!({"owner": "org_xyz", "customization": {"extraKernelArgs": ["noapic", "nolapic"], "systemExtensions": {"officialExtensions": ["siderolabs/iscsi-tools"]}}}),
+                "owner: org_xyz\ncustomization:\n    extraKernelArgs:\n        - noapic\n        - nolapic\n    systemExtensions:\n        officialExtensions:\n            - siderolabs/iscsi-tools\n",
+                "30c713ae013ceb39d06e04c6cb4747d835d465e88b9a95f94b5a734cb1f25187",
+            ),
+            // An empty owner is no owner: the well-known default schematic.
+            (
+                json!({"owner": ""}),
+                "customization: {}\n",
+                "376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba",
+            ),
+        ];
+        for (input, canonical, id) in cases {
+            let s = Schematic::from_value(&input).unwrap();
+            assert_eq!(s.canonical_yaml(), canonical, "{input}");
+            assert_eq!(s.id(), id, "{input}");
+        }
+        let e = Schematic::from_value(&json!({"owner": 7})).unwrap_err();
+        assert!(
+            e.message.contains("schematic.owner must be a string"),
+            "{e}"
+        );
     }
 
     #[test]

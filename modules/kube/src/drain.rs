@@ -1,11 +1,16 @@
-//! Draining a node the way `talosctl upgrade` does (it drives k8s.io/kubectl's drain helper;
-//! `cmd/talosctl/pkg/talos/nodedrain/nodedrain.go` at Talos v1.13.9): every pod bound to the node
-//! is evicted through the Eviction API (policy/v1), so PodDisruptionBudgets hold; DaemonSet pods
-//! and static (mirror) pods stay; pods without a controller, with emptyDir data, or already
-//! finished are evicted too (talosctl sets Force and DeleteEmptyDirData). A pod is gone when the
-//! API server no longer has it or has a new pod under its name (another UID). An eviction that a
-//! budget refuses (429) is tried again until the deadline; kubectl's CLI waits 5 s between tries,
-//! talosctl not at all, this waits one second.
+//! Draining a node the way `talosctl upgrade` does: it drives k8s.io/kubectl's drain helper with
+//! `Force`, `IgnoreAllDaemonSets` and `DeleteEmptyDirData` set (`cmd/talosctl/pkg/talos/nodedrain/nodedrain.go`
+//! at Talos v1.13.9 with kubectl v0.36.3; at v1.14.1 through go-kubernetes v0.2.41
+//! `kubernetes/nodedrain`, the same settings). Every pod bound to the node is evicted through the
+//! Eviction API (policy/v1), so PodDisruptionBudgets hold, except what kubectl's filters
+//! (`k8s.io/kubectl/pkg/drain/filters.go`, v0.35.0 to v0.36.3 alike) leave: static (mirror) pods,
+//! and pods of a DaemonSet that exists. A pod whose controller is a DaemonSet (kind `DaemonSet`,
+//! API version `apps/v1`) that is not finished is looked up: found, it stays; gone (404), it is
+//! orphaned and evicted with a warning, as `--force` does; any other answer fails the drain before
+//! anything is evicted, as kubectl does. Pods without a controller, with emptyDir data, or already
+//! finished are evicted too. A pod is gone when the API server no longer has it or has a new pod
+//! under its name (another UID). An eviction that a budget refuses (429) is tried again until the
+//! deadline; kubectl's CLI waits 5 s between tries, talosctl not at all, this waits one second.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -14,7 +19,7 @@ use kube::core::params::ListParams;
 
 use crate::access::Kube;
 use crate::error::{KubeError, KubeErrorKind, Result};
-use crate::objects::{Budget, Pod, budgets, pods};
+use crate::objects::{Budget, Pod, budgets, daemonsets, pods};
 use crate::transport::RequestError;
 
 const RETRY: Duration = Duration::from_secs(1);
@@ -28,6 +33,8 @@ pub struct PodToEvict {
     pub uid: String,
     /// `ReplicaSet/web-5d4f8`, or None for a pod no controller will bring back.
     pub controller: Option<String>,
+    /// The pod's controller is a DaemonSet the API server no longer has: nothing recreates it.
+    pub orphaned: bool,
     pub labels: BTreeMap<String, String>,
 }
 
@@ -86,38 +93,78 @@ impl Kube {
             node: node.to_string(),
             ..DrainPlan::default()
         };
+        let mut daemonsets: BTreeMap<(String, String), bool> = BTreeMap::new();
         for p in list.items {
             let meta = p.metadata;
             let controller = meta
                 .owner_references
                 .iter()
                 .find(|o| o.controller == Some(true));
-            let mirror = meta.annotations.contains_key(MIRROR_ANNOTATION);
             let finished = matches!(p.status.phase.as_str(), "Succeeded" | "Failed");
-            let daemonset = controller.is_some_and(|c| c.kind == "DaemonSet");
-            let skip = if mirror {
-                Some("static pod (the kubelet runs it from the node's config)")
-            } else if daemonset && !finished {
-                Some("DaemonSet pod (it belongs on every node)")
-            } else {
-                None
-            };
-            match skip {
-                Some(reason) => plan.skipped.push(SkippedPod {
-                    namespace: meta.namespace,
-                    name: meta.name,
-                    reason,
-                }),
-                None => plan.evict.push(PodToEvict {
-                    controller: controller.map(|c| format!("{}/{}", c.kind, c.name)),
-                    namespace: meta.namespace,
-                    name: meta.name,
-                    uid: meta.uid,
-                    labels: meta.labels,
-                }),
+            // kubectl's daemonSetFilter: an unfinished pod of an apps/v1 DaemonSet stays while
+            // the DaemonSet exists.
+            let mut orphaned = false;
+            if let Some(c) = controller
+                .filter(|c| c.kind == "DaemonSet" && c.api_version == "apps/v1" && !finished)
+            {
+                let key = (meta.namespace.clone(), c.name.clone());
+                let exists = match daemonsets.get(&key) {
+                    Some(exists) => *exists,
+                    None => {
+                        let exists = self.daemonset_exists(&key.0, &key.1, &meta.name).await?;
+                        daemonsets.insert(key, exists);
+                        exists
+                    }
+                };
+                if exists {
+                    plan.skipped.push(SkippedPod {
+                        namespace: meta.namespace,
+                        name: meta.name,
+                        reason: "DaemonSet pod (it belongs on every node)",
+                    });
+                    continue;
+                }
+                orphaned = true;
             }
+            // mirrorPodFilter.
+            if meta.annotations.contains_key(MIRROR_ANNOTATION) {
+                plan.skipped.push(SkippedPod {
+                    namespace: meta.namespace,
+                    name: meta.name,
+                    reason: "static pod (the kubelet runs it from the node's config)",
+                });
+                continue;
+            }
+            // localStorageFilter and unreplicatedFilter let everything else go (DeleteEmptyDirData,
+            // Force).
+            plan.evict.push(PodToEvict {
+                controller: controller.map(|c| format!("{}/{}", c.kind, c.name)),
+                orphaned,
+                namespace: meta.namespace,
+                name: meta.name,
+                uid: meta.uid,
+                labels: meta.labels,
+            });
         }
         Ok(plan)
+    }
+
+    /// Whether the DaemonSet `namespace/name` that controls `pod` exists; an answer other than
+    /// the DaemonSet or a 404 fails the drain, naming the pod (kubectl: `cannot delete ...`).
+    async fn daemonset_exists(&self, namespace: &str, name: &str, pod: &str) -> Result<bool> {
+        match self
+            .get::<serde_json::Value>(&daemonsets(namespace), name)
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(RequestError::Api(s)) if s.code == 404 => Ok(false),
+            Err(e) => Err(self.error(
+                &format!(
+                    "read DaemonSet {namespace}/{name}, the controller of pod {namespace}/{pod}, so nothing was evicted"
+                ),
+                e,
+            )),
+        }
     }
 
     /// Evicts every pod of `plan` and waits until each is gone, until `deadline`.

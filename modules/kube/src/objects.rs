@@ -27,8 +27,9 @@ pub struct Meta {
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default)]
+#[serde(rename_all = "camelCase", default)]
 pub struct OwnerRef {
+    pub api_version: String,
     pub kind: String,
     pub name: String,
     pub controller: Option<bool>,
@@ -146,6 +147,10 @@ pub fn pods(namespace: Option<&str>) -> String {
         Some(ns) => format!("/api/v1/namespaces/{ns}/pods"),
         None => "/api/v1/pods".into(),
     }
+}
+
+pub fn daemonsets(namespace: &str) -> String {
+    format!("/apis/apps/v1/namespaces/{namespace}/daemonsets")
 }
 
 pub fn budgets(namespace: &str) -> String {

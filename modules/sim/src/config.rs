@@ -25,6 +25,10 @@ pub struct SimConfig {
     /// ("bootstrap is not available yet", then "time is not in sync yet"), as a real node
     /// refuses it until its CRI is up and its clock is synced.
     pub bootstrap_settle: Duration,
+    /// The times of Talos's own cordon and drain before an upgrade, a shutdown or a graceful
+    /// reset (upstream's: a minute for the cordon, 5 minutes for the drain, 5 s between
+    /// refused evictions); tests shorten them.
+    pub talos_drain: crate::kube::DrainTimes,
     /// Where to serve the line-based JSON control protocol (fault injection, inspection).
     pub control_address: Option<SocketAddr>,
     /// Keep the state here (see `store.rs`). A directory that already holds a cluster brings it
@@ -50,6 +54,7 @@ impl Default for SimConfig {
             node_versions: BTreeMap::new(),
             reboot_downtime: Duration::from_millis(1500),
             bootstrap_settle: Duration::ZERO,
+            talos_drain: crate::kube::DrainTimes::UPSTREAM,
             control_address: None,
             state_dir: None,
             in_memory: false,

@@ -18,6 +18,7 @@ pub enum FaultKind {
     ApiserverNeverReady,
     KubeletVersionStuck,
     DaemonsetRolloutStuck,
+    OrphanedDaemonPods,
     /// Every answer of the node is delayed by `delay_ms`.
     Slow,
 }
@@ -57,6 +58,7 @@ impl FaultKind {
             FaultKind::ApiserverNeverReady => faults.apiserver_never_ready = true,
             FaultKind::KubeletVersionStuck => faults.kubelet_version_stuck = true,
             FaultKind::DaemonsetRolloutStuck => faults.daemonset_rollout_stuck = true,
+            FaultKind::OrphanedDaemonPods => faults.orphaned_daemon_pods = true,
             FaultKind::Slow => {
                 faults.slow_ms =
                     Some(delay_ms.ok_or("kind \"slow\" needs \"delay_ms\": milliseconds")?)

@@ -71,6 +71,7 @@ use tokio::task::JoinHandle;
 pub use blocks::AddressBlocks;
 pub use config::SimConfig;
 pub use fault_kind::FaultKind;
+pub use kube::DrainTimes;
 pub use state::Faults;
 
 use state::Shared;
@@ -151,9 +152,11 @@ impl Cluster {
         };
         let store = store.map(|s| s.with_layout(&cfg));
         let control_cfg = cfg.control_address;
+        let talos_drain = cfg.talos_drain;
         let shared = Shared::new(cfg, store, restored)?;
         {
             let mut st = shared.lock();
+            st.kube.talos_drain = talos_drain;
             for (n, l) in st.nodes.iter_mut().zip(&listeners) {
                 if let Some(l) = l {
                     n.port = l.local_addr()?.port();
@@ -292,6 +295,11 @@ impl Cluster {
 
     pub fn set_reboot_downtime(&self, d: Duration) {
         self.shared.lock().reboot_downtime = d;
+    }
+
+    /// The times of Talos's own cordon and drain from now on.
+    pub fn set_talos_drain(&self, times: DrainTimes) {
+        self.shared.lock().kube.talos_drain = times;
     }
 
     /// Reboot a node as if `talosctl reboot` had been called. Returns the actor id.

@@ -116,6 +116,23 @@ pub fn run(shared: &Arc<Shared>, idx: usize, plan: ResetPlan, actor: String) {
                 return;
             };
             n.stage = Stage::Resetting;
+            shared.publish(&mut st, idx, &actor, sequence_event("reset", A::Start));
+            shared.publish(
+                &mut st,
+                idx,
+                &actor,
+                machine_status_event(Stage::Resetting, false),
+            );
+        }
+        if plan.graceful {
+            // The drain comes first and never stops the reset (upstream logs its errors).
+            let _ = crate::kube::cordon_and_drain(&shared, idx).await;
+        }
+        {
+            let mut st = shared.lock();
+            let Some(n) = st.nodes.get(idx) else {
+                return;
+            };
             let leave = plan.graceful && n.is_control_plane() && n.etcd_data;
             // Leaving fails where etcd is down here, or where etcd refuses to let this member
             // go (the last one, or a live one whose going breaks the active quorum).
@@ -126,19 +143,6 @@ pub fn run(shared: &Arc<Shared>, idx: usize, plan: ResetPlan, actor: String) {
                 .map(|m| m.id);
             let etcd_down = st.nodes[idx].etcd_stopped()
                 || own_id.is_some_and(|id| st.may_remove_member(idx, id).is_err());
-            shared.publish(&mut st, idx, &actor, sequence_event("reset", A::Start));
-            shared.publish(
-                &mut st,
-                idx,
-                &actor,
-                machine_status_event(Stage::Resetting, false),
-            );
-            if plan.graceful {
-                // The drain comes first and never stops the reset (upstream logs its errors).
-                let st = &mut *st;
-                let name = crate::kube::node_name(&st.nodes[idx]);
-                st.kube.cordon_and_drain(&name, &st.nodes);
-            }
             if leave && etcd_down {
                 // Leaving etcd fails, which aborts the whole sequence upstream: nothing is wiped.
                 shared.publish(&mut st, idx, &actor, sequence_event("reset", A::Stop));

@@ -60,6 +60,10 @@ pub struct Faults {
     /// DaemonSet pods this node runs never become Ready once their DaemonSet's generation
     /// changed (a new image that crash-loops here), so the rollout never finishes.
     pub daemonset_rollout_stuck: bool,
+    /// This node's pods of a DaemonSet stay when the DaemonSet is deleted, their controller
+    /// reference naming a DaemonSet the API server no longer has: the garbage collector has not
+    /// removed them (kube-controller-manager down or behind).
+    pub orphaned_daemon_pods: bool,
 }
 
 impl Faults {
@@ -101,6 +105,9 @@ impl Faults {
         }
         if self.daemonset_rollout_stuck {
             out.push("daemonset_rollout_stuck".into());
+        }
+        if self.orphaned_daemon_pods {
+            out.push("orphaned_daemon_pods".into());
         }
         if out.is_empty() {
             "-".into()
@@ -1016,11 +1023,13 @@ impl Shared {
                     return;
                 };
                 n.stage = Stage::ShuttingDown;
-                if drain {
-                    let st = &mut *st;
-                    let name = crate::kube::node_name(&st.nodes[idx]);
-                    st.kube.cordon_and_drain(&name, &st.nodes);
-                }
+            }
+            if drain {
+                // Ok or Err(reason); this sequence does not act on a failed drain yet.
+                let _ = crate::kube::cordon_and_drain(&shared, idx).await;
+            }
+            {
+                let mut st = shared.lock();
                 shared.publish(
                     &mut st,
                     idx,

@@ -17,6 +17,11 @@
 //! the node keeps running the old version with its services stopped until someone reboots it.
 //! MachineStatus then says REBOOTING, because the status controller reads every fatal sequence
 //! error that way (`internal/app/machined/pkg/controllers/runtime/machine_status.go`).
+//!
+//! The drain is Talos's own (`kube::cordon_and_drain`); when it fails (the Node was never
+//! cordoned, its pods could not be listed) the sequence fails in that phase the same way, with
+//! nothing stopped yet: the node keeps running the old version with its pods and services, and
+//! stays cordoned, since REBOOTING changes no cordon, until it boots again.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,9 +39,11 @@ use crate::state::{
 };
 use crate::version;
 
-/// The upgrade sequence's phases up to the installer, in upstream's order (drain is there because
-/// the simulated nodes register with Kubernetes).
-const PHASES_BEFORE_INSTALLER: [&str; 8] = [
+/// The upgrade sequence's phases up to the installer, in upstream's order, as Talos 1.13.9 and
+/// Talos 1.14.1 list them (`Upgrade` in `v1alpha1_sequencer.go`; the drain is there because
+/// the simulated kubelets never skip node registration). The simulator takes 1.13.9's for every
+/// release before 1.14.
+const PHASES_BEFORE_INSTALLER_1_13: &[&str] = &[
     "drain",
     "cleanup",
     "dbus",
@@ -46,6 +53,33 @@ const PHASES_BEFORE_INSTALLER: [&str; 8] = [
     "unmountSystem",
     "volumeFinalize",
 ];
+const PHASES_BEFORE_INSTALLER_1_14: &[&str] = &[
+    "denyNewServices",
+    "drain",
+    "cleanup",
+    "preShutdown",
+    "dbus",
+    "stopContainers",
+    "stopServices",
+    "unmount",
+    "unmountBind",
+    "unmountPromotable",
+    "unmountSystem",
+    "volumeFinalize",
+];
+
+/// The phases before the installer for a node running `version`.
+fn phases_before_installer(version: &str) -> &'static [&'static str] {
+    let v = version::parse(version).map(|v| (v.major, v.minor));
+    if v.is_ok_and(|v| v >= (1, 14)) {
+        PHASES_BEFORE_INSTALLER_1_14
+    } else {
+        PHASES_BEFORE_INSTALLER_1_13
+    }
+}
+
+/// The phase the services stop in: from there on the node keeps them stopped until it reboots.
+const STOP_SERVICES: &str = "stopServices";
 
 /// What the installer image will do when the sequence runs it.
 struct Installer {
@@ -166,12 +200,12 @@ fn run_sequence(
 ) {
     let shared = shared.clone();
     tokio::spawn(async move {
+        use pb::phase_event::Action as P;
+        use pb::sequence_event::Action as A;
         // The answer goes out before the sequence publishes anything.
         tokio::time::sleep(Duration::from_millis(50)).await;
-        let refused = {
+        let phases = {
             let mut st = shared.lock();
-            use pb::phase_event::Action as P;
-            use pb::sequence_event::Action as A;
             shared.publish(&mut st, idx, &actor, sequence_event(sequence, A::Start));
             st.nodes[idx].stage = Stage::Upgrading;
             shared.publish(
@@ -180,12 +214,44 @@ fn run_sequence(
                 &actor,
                 machine_status_event(Stage::Upgrading, false),
             );
-            for phase in PHASES_BEFORE_INSTALLER {
-                shared.publish(&mut st, idx, &actor, phase_event(phase, P::Start));
-                shared.publish(&mut st, idx, &actor, phase_event(phase, P::Stop));
+            phases_before_installer(&installer.host)
+        };
+        for (i, phase) in phases.iter().enumerate() {
+            shared.publish(
+                &mut shared.lock(),
+                idx,
+                &actor,
+                phase_event(phase, P::Start),
+            );
+            // Only the "upgrade" sequence drains (`StageUpgrade` and `MaintenanceUpgrade` do not).
+            if *phase == "drain" && sequence == "upgrade" {
+                const TASK: &str = "cordonAndDrainNode";
+                let task = pb::task_event::Action::Start;
+                shared.publish(&mut shared.lock(), idx, &actor, task_event(TASK, task));
+                let drained = crate::kube::cordon_and_drain(&shared, idx).await;
+                let mut st = shared.lock();
+                let task = pb::task_event::Action::Stop;
+                shared.publish(&mut st, idx, &actor, task_event(TASK, task));
+                if let Err(reason) = drained {
+                    let failure = Failure {
+                        phase,
+                        number: i + 1,
+                        reason: &reason,
+                    };
+                    fail_sequence(&shared, &mut st, idx, &actor, sequence, failure);
+                    eprintln!("talos-sim: node {idx}: upgrade failed at its drain: {reason}");
+                    return;
+                }
             }
-            // From here the node's services are stopped, whatever the installer decides.
-            st.nodes[idx].services_stopped = true;
+            let mut st = shared.lock();
+            shared.publish(&mut st, idx, &actor, phase_event(phase, P::Stop));
+            if *phase == STOP_SERVICES {
+                // From here the node's services are stopped, whatever the installer decides.
+                st.nodes[idx].services_stopped = true;
+            }
+        }
+        let refused = {
+            let mut st = shared.lock();
             shared.publish(&mut st, idx, &actor, phase_event("upgrade", P::Start));
             shared.publish(
                 &mut st,
@@ -195,7 +261,18 @@ fn run_sequence(
             );
             let refused = installer.refusal();
             if refused.is_some() {
-                fail_at_installer(&shared, &mut st, idx, &actor, sequence);
+                shared.publish(
+                    &mut st,
+                    idx,
+                    &actor,
+                    task_event("upgrade", pb::task_event::Action::Stop),
+                );
+                let failure = Failure {
+                    phase: "upgrade",
+                    number: phases.len() + 1,
+                    reason: "task \"upgrade\" failed: exit code 1",
+                };
+                fail_sequence(&shared, &mut st, idx, &actor, sequence, failure);
             }
             refused
         };
@@ -214,22 +291,31 @@ fn run_sequence(
     });
 }
 
-/// The installer exited 1: the task, phase and sequence fail, and nothing reboots.
-fn fail_at_installer(shared: &Shared, st: &mut State, idx: usize, actor: &str, sequence: &str) {
+/// Where a sequence failed: the phase (counted from 1, as upstream counts) and its task's error.
+struct Failure<'a> {
+    phase: &'a str,
+    number: usize,
+    reason: &'a str,
+}
+
+/// A task failed: its phase and the sequence stop, the controller publishes the failure
+/// (`v1alpha1_controller.go` Run: "sequence failed: error running phase N in S sequence: task
+/// 1/1: failed, ERR"), and nothing reboots. What the phases before it stopped stays stopped.
+fn fail_sequence(
+    shared: &Shared,
+    st: &mut State,
+    idx: usize,
+    actor: &str,
+    sequence: &str,
+    failure: Failure<'_>,
+) {
     use pb::phase_event::Action as P;
     use pb::sequence_event::Action as A;
-    shared.publish(
-        st,
-        idx,
-        actor,
-        task_event("upgrade", pb::task_event::Action::Stop),
-    );
-    shared.publish(st, idx, actor, phase_event("upgrade", P::Stop));
+    shared.publish(st, idx, actor, phase_event(failure.phase, P::Stop));
     shared.publish(st, idx, actor, sequence_event(sequence, A::Stop));
-    // Upstream counts phases from 1; the installer's is the one after those above.
-    let number = PHASES_BEFORE_INSTALLER.len() + 1;
     let message = format!(
-        "sequence failed: error running phase {number} in {sequence} sequence: task 1/1: failed, task \"upgrade\" failed: exit code 1"
+        "sequence failed: error running phase {} in {sequence} sequence: task 1/1: failed, {}",
+        failure.number, failure.reason
     );
     let failed = sequence_error_event(sequence, common::Code::Fatal, &message);
     shared.publish(st, idx, actor, failed);

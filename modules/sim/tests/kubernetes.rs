@@ -287,3 +287,379 @@ async fn a_graceful_reset_drains_and_a_deleted_node_stays_deleted() {
     assert!(!kube.delete_node(&worker).await.unwrap(), "already gone");
     cluster.shutdown().await;
 }
+
+/// The pods of workload `app` by the node each runs on.
+fn pods_of(snapshot: &serde_json::Value, app: &str) -> Vec<(String, String)> {
+    snapshot["pods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["metadata"]["labels"]["app"] == app)
+        .map(|p| {
+            (
+                p["metadata"]["name"].as_str().unwrap().to_string(),
+                p["spec"]["nodeName"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect()
+}
+
+/// What the API server logged about Node `name`: (action, pod).
+fn log_of(cluster: &ferro_talos_sim::Cluster, name: &str) -> Vec<(String, String)> {
+    cluster.kube_snapshot()["log"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["node"] == name)
+        .map(|e| {
+            (
+                e["action"].as_str().unwrap().to_string(),
+                e["pod"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect()
+}
+
+/// Waits until the Nodes of nodes `indexes` are Ready, so workloads can be scheduled there.
+async fn ready(
+    kube: &ferro_talos_kube::Kube,
+    cluster: &ferro_talos_sim::Cluster,
+    indexes: &[usize],
+) {
+    for i in indexes {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        kube.wait_node(&node_name(cluster, *i), deadline, |n| n.ready)
+            .await
+            .unwrap();
+    }
+}
+
+fn legacy_upgrade() -> ferro_talos_proto::machine::UpgradeRequest {
+    ferro_talos_proto::machine::UpgradeRequest {
+        image: "ghcr.io/siderolabs/installer:v1.13.9".into(),
+        ..Default::default()
+    }
+}
+
+/// Talos's own drain before a legacy upgrade (`Upgrade` in
+/// `internal/app/machined/pkg/runtime/v1alpha1/v1alpha1_sequencer.go` @ v1.14.1 and v1.13.9):
+/// its controllers cordon the Node for the UPGRADING stage and mark the cordon as theirs
+/// (`controllers/k8s/node_cordoned_spec.go`, `node_apply.go` `ApplyCordoned`), and
+/// `CordonAndDrainNode` (`v1alpha1_sequencer_tasks.go`) evicts every pod a controller other than
+/// a DaemonSet owns, all at once, asking again 5 s after each 429 a budget answers
+/// (`pkg/kubernetes/kubernetes.go` `Drain` and `evict`), so a budget that lets one pod go at a
+/// time still lets the node be emptied. Static and DaemonSet pods stay. Once the new version
+/// runs, Talos lifts its own cordon.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn talos_drains_itself_before_a_legacy_upgrade_and_asks_again_where_a_budget_refused() {
+    let cluster = bootstrapped(1, 2).await;
+    let kube = connect(&cluster).await;
+    cluster.set_talos_drain(ferro_talos_sim::DrainTimes {
+        cordon: Duration::from_secs(5),
+        drain: Duration::from_secs(20),
+        retry: Duration::from_millis(300),
+    });
+    ready(&kube, &cluster, &[1, 2]).await;
+    // Four replicas on two workers, two each; the budget lets one go at a time.
+    cluster.add_workload("default", "web", 4, Some(3)).unwrap();
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let worker = node_name(&cluster, 1);
+    let on_worker: Vec<String> = pods_of(&cluster.kube_snapshot(), "web")
+        .into_iter()
+        .filter(|(_, node)| *node == worker)
+        .map(|(pod, _)| format!("default/{pod}"))
+        .collect();
+    assert_eq!(on_worker.len(), 2, "{on_worker:?}");
+    // The DaemonSet pods (kube-proxy, flannel) the worker runs.
+    let daemon_pods: Vec<String> = cluster.kube_snapshot()["pods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| {
+            p["spec"]["nodeName"] == worker.as_str()
+                && p["metadata"]["ownerReferences"][0]["kind"] == "DaemonSet"
+        })
+        .map(|p| {
+            format!(
+                "{}/{}",
+                p["metadata"]["namespace"].as_str().unwrap(),
+                p["metadata"]["name"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert!(!daemon_pods.is_empty());
+
+    let mut m = machine(cluster.endpoint(1).unwrap(), admin()).await;
+    m.upgrade(legacy_upgrade()).await.unwrap();
+    wait_back(&cluster, 1).await;
+    assert_eq!(cluster.node(1).unwrap().version, "v1.13.9");
+
+    let log = log_of(&cluster, &worker);
+    let at = |action: &str, pod: &str| log.iter().position(|(a, p)| a == action && p == pod);
+    let cordon = at("cordon", "").expect("Talos cordoned its Node");
+    let down = at("node_down", "").expect("the node rebooted");
+    for pod in &on_worker {
+        let evicted = at("evict", pod).unwrap_or_else(|| panic!("{pod} stayed: {log:?}"));
+        assert!(cordon < evicted && evicted < down, "{log:?}");
+    }
+    // The second eviction was refused first, then asked for again.
+    assert!(log.iter().any(|(a, _)| a == "eviction_blocked"), "{log:?}");
+    assert!(
+        !log.iter()
+            .any(|(a, p)| a == "evict" && daemon_pods.contains(p)),
+        "DaemonSet pods stay: {log:?}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let n = kube
+        .wait_node(&worker, deadline, |n| !n.unschedulable)
+        .await
+        .expect("Talos lifts its own cordon once the node runs again");
+    assert!(n.ready);
+    let node = &cluster.kube_snapshot()["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["metadata"]["name"] == worker.as_str())
+        .unwrap()
+        .clone();
+    assert!(
+        node["metadata"]["annotations"]
+            .get("talos.dev/cordoned")
+            .is_none(),
+        "{node}"
+    );
+    cluster.shutdown().await;
+}
+
+/// A budget that never lets the pod go holds Talos's drain for `DrainTimeout` only: the
+/// refused evictions are logged, asked for again every 5 s, and then the sequence goes on
+/// (`Drain` in `pkg/kubernetes/kubernetes.go` @ v1.14.1 returns no error for them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_budget_holds_talos_own_drain_for_its_time_then_the_upgrade_goes_on() {
+    let cluster = bootstrapped(1, 1).await;
+    let kube = connect(&cluster).await;
+    cluster.set_talos_drain(ferro_talos_sim::DrainTimes {
+        cordon: Duration::from_secs(5),
+        drain: Duration::from_millis(1500),
+        retry: Duration::from_millis(300),
+    });
+    ready(&kube, &cluster, &[1]).await;
+    cluster.add_workload("default", "db", 1, Some(1)).unwrap();
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let worker = node_name(&cluster, 1);
+    let started = Instant::now();
+    let mut m = machine(cluster.endpoint(1).unwrap(), admin()).await;
+    m.upgrade(legacy_upgrade()).await.unwrap();
+    wait_back(&cluster, 1).await;
+    assert!(
+        started.elapsed() >= Duration::from_millis(1500),
+        "the drain did not wait for the budget"
+    );
+    assert_eq!(cluster.node(1).unwrap().version, "v1.13.9");
+    let log = log_of(&cluster, &worker);
+    let blocked = log.iter().filter(|(a, _)| a == "eviction_blocked").count();
+    assert!(blocked >= 3, "asked {blocked} times: {log:?}");
+    assert!(!log.iter().any(|(a, _)| a == "evict"), "{log:?}");
+    cluster.shutdown().await;
+}
+
+/// A drain whose Node never gets cordoned (no API server answers the node) fails
+/// `CordonAndDrainNode` after `waitForNodeCordoned`'s minute with the context's error, and with
+/// it the upgrade sequence in its first phase (`v1alpha1_controller.go` Run), before anything
+/// was stopped: the node keeps its version and services. Talos's wish to cordon outlives the
+/// failed sequence (REBOOTING changes no cordon, `node_cordoned_spec.go`), so the Node is
+/// cordoned once an API server answers again, and uncordoned when the node boots.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drain_that_cannot_cordon_fails_the_upgrade_before_anything_stopped() {
+    use ferro_talos_proto::machine::ShutdownRequest;
+    let cluster = bootstrapped(1, 1).await;
+    let kube = connect(&cluster).await;
+    let worker = node_name(&cluster, 1);
+    ready(&kube, &cluster, &[1]).await;
+    cluster.set_talos_drain(ferro_talos_sim::DrainTimes {
+        cordon: Duration::from_millis(500),
+        ..ferro_talos_sim::DrainTimes::UPSTREAM
+    });
+    let mut cp = machine(cluster.endpoint(0).unwrap(), admin()).await;
+    cp.shutdown(ShutdownRequest { force: true }).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while cluster.node(0).unwrap().up {
+        assert!(Instant::now() < deadline, "the control plane is still up");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    let ep = cluster.endpoint(1).unwrap();
+    let mut m = machine(ep, admin()).await;
+    let boot = cluster.node(1).unwrap().boot_id;
+    let r = m.upgrade(legacy_upgrade()).await.unwrap().into_inner();
+    let actor = r.messages[0].actor_id.clone();
+    let (phases, error) = sequence_outcome(&mut m, &actor).await;
+    assert_eq!(
+        error,
+        "sequence failed: error running phase 1 in upgrade sequence: task 1/1: failed, context deadline exceeded"
+    );
+    assert_eq!(phases, ["drain"]);
+    let n = cluster.node(1).unwrap();
+    assert_eq!((n.boot_id, n.version.as_str()), (boot, "v1.13.6"));
+    assert_eq!(n.stage, "rebooting");
+    let services = m.service_list(()).await.unwrap().into_inner();
+    let kubelet = services.messages[0]
+        .services
+        .iter()
+        .find(|s| s.id == "kubelet")
+        .unwrap();
+    assert_eq!(kubelet.state, "Running");
+
+    cluster.power_on(0).unwrap();
+    let kube = connect(&cluster).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    kube.wait_node(&worker, deadline, |n| n.unschedulable)
+        .await
+        .expect("Talos cordons its Node once the API server answers");
+    cluster.reboot(1).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    kube.wait_node(&worker, deadline, |n| !n.unschedulable && n.ready)
+        .await
+        .expect("the next boot lifts Talos's cordon");
+    cluster.shutdown().await;
+}
+
+/// The phases the sequence of `actor` started, in order, and its failure's message.
+async fn sequence_outcome(
+    m: &mut ferro_talos_proto::machine::machine_service_client::MachineServiceClient<
+        tonic::transport::Channel,
+    >,
+    actor: &str,
+) -> (Vec<String>, String) {
+    use ferro_talos_proto::machine::{EventsRequest, PhaseEvent, SequenceEvent, phase_event};
+    use prost::Message;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut events = m
+            .events(EventsRequest {
+                tail_events: -1,
+                with_actor_id: actor.into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let mut phases = Vec::new();
+        while let Ok(Ok(Some(e))) =
+            tokio::time::timeout(Duration::from_millis(200), events.message()).await
+        {
+            let Some(data) = e.data else { continue };
+            if data.type_url.ends_with(".PhaseEvent") {
+                let p = PhaseEvent::decode(data.value.as_slice()).unwrap();
+                if p.action == phase_event::Action::Start as i32 {
+                    phases.push(p.phase);
+                }
+            } else if data.type_url.ends_with(".SequenceEvent") {
+                let s = SequenceEvent::decode(data.value.as_slice()).unwrap();
+                if let Some(error) = s.error {
+                    return (phases, error.message);
+                }
+            }
+        }
+        assert!(Instant::now() < deadline, "no failed sequence for {actor}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// talosctl's drain (`cmd/talosctl/pkg/talos/nodedrain/nodedrain.go` @ v1.13.9: `Force`,
+/// `IgnoreAllDaemonSets`) runs kubectl's filters (`k8s.io/kubectl/pkg/drain/filters.go` @
+/// v0.36.3, the same in v0.35.0): `daemonSetFilter` looks up the DaemonSet an unfinished pod's
+/// controller reference names; one that exists keeps its pod on the node, a 404 means the pod is
+/// orphaned, and with `Force` it is evicted (with a warning). Here the garbage collector has not
+/// removed the pods of a deleted DaemonSet (fault `orphaned_daemon_pods`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drain_evicts_the_pod_of_a_daemonset_that_is_gone_and_keeps_the_others() {
+    let cluster = bootstrapped(1, 1).await;
+    let kube = connect(&cluster).await;
+    ready(&kube, &cluster, &[1]).await;
+    let worker = node_name(&cluster, 1);
+    cluster
+        .update_faults(1, |f| f.orphaned_daemon_pods = true)
+        .unwrap();
+    let agent = serde_json::json!({
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": "agent", "namespace": "default"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "agent"}},
+            "template": {
+                "metadata": {"labels": {"app": "agent"}},
+                "spec": {"containers": [{"name": "agent", "image": "registry.example/agent:1.0"}]},
+            },
+        },
+    });
+    let path = "/apis/apps/v1/namespaces/default/daemonsets/agent?fieldManager=test";
+    let (code, _) = cluster.kube_request(
+        0,
+        "PATCH",
+        path,
+        Some("application/apply-patch+yaml"),
+        agent.to_string().as_bytes(),
+    );
+    assert_eq!(code, 201);
+    let agent_pod = |cluster: &ferro_talos_sim::Cluster| {
+        pods_of(&cluster.kube_snapshot(), "agent")
+            .into_iter()
+            .find(|(_, node)| *node == worker)
+            .map(|(pod, _)| pod)
+    };
+    let pod = agent_pod(&cluster).expect("the DaemonSet runs a pod on the worker");
+    let plan = kube.drain_plan(&worker).await.unwrap();
+    assert!(
+        plan.skipped.iter().any(|s| s.name == pod),
+        "a pod of a DaemonSet that exists stays: {plan:?}"
+    );
+
+    let (code, _) = cluster.kube_request(
+        0,
+        "DELETE",
+        "/apis/apps/v1/namespaces/default/daemonsets/agent",
+        None,
+        b"",
+    );
+    assert_eq!(code, 200);
+    assert_eq!(
+        agent_pod(&cluster).as_deref(),
+        Some(pod.as_str()),
+        "orphaned"
+    );
+    let plan = kube.drain_plan(&worker).await.unwrap();
+    let orphan = plan
+        .evict
+        .iter()
+        .find(|p| p.name == pod)
+        .unwrap_or_else(|| panic!("the orphaned pod is not evicted: {plan:?}"));
+    assert!(orphan.orphaned);
+    assert_eq!(orphan.controller.as_deref(), Some("DaemonSet/agent"));
+    // kube-proxy's and flannel's DaemonSets exist: their pods stay.
+    assert!(
+        plan.skipped
+            .iter()
+            .any(|s| s.reason.starts_with("DaemonSet")),
+        "{plan:?}"
+    );
+    assert!(
+        plan.evict.iter().all(|p| p.orphaned
+            || !p
+                .controller
+                .as_deref()
+                .unwrap_or("")
+                .starts_with("DaemonSet/")),
+        "{plan:?}"
+    );
+    kube.set_unschedulable(&worker, true).await.unwrap();
+    let report = kube
+        .drain(&plan, Instant::now() + Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert!(
+        report.evicted.contains(&format!("default/{pod}")),
+        "{report:?}"
+    );
+    assert_eq!(agent_pod(&cluster), None, "nothing recreates it");
+    cluster.shutdown().await;
+}

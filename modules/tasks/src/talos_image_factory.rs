@@ -10,6 +10,12 @@
 //! With `talos_version`, every extension and the overlay are checked against what the factory
 //! offers for that version before anything is created, which the factory itself does only when
 //! an image is built.
+//!
+//! An Enterprise factory with authentication (`factory_username`, `factory_password`: HTTP Basic,
+//! `docs/authentication.md` @ v1.5.0) writes the caller's identity into the schematic's `owner`
+//! when it creates it (`internal/frontend/http/configuration.go` `handleSchematicCreate`), and
+//! the owner is part of the canonical text, so of the ID: `owner` says which identity that is, so
+//! check mode predicts the factory's ID. A schematic owned by another identity is 403 there.
 
 use ferro_ansible_protocol::{Context, Diff, ModuleError, ModuleResult, Opt, Params, Spec, Type};
 use ferro_talos_factory::{
@@ -26,6 +32,9 @@ pub fn spec() -> Spec {
         .option(Opt::str("factory_url").default(PUBLIC_FACTORY))
         .option(Opt::str("pxe_url"))
         .option(Opt::path("ca_file"))
+        .option(Opt::str("factory_username"))
+        .option(Opt::str("factory_password").no_log())
+        .option(Opt::str("owner"))
         .option(
             Opt::list("extensions")
                 .elements(Type::Str)
@@ -69,6 +78,7 @@ pub fn spec() -> Spec {
         .mutually_exclusive(&["schematic", "meta"])
         .mutually_exclusive(&["schematic", "overlay"])
         .mutually_exclusive(&["platform", "sbc"])
+        .required_together(&["factory_username", "factory_password"])
 }
 
 pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
@@ -97,8 +107,18 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| default_pxe_url(&url));
     let timeout = crate::options::wait_seconds(p, "timeout", 30)?;
-    let factory = Factory::new(&url, p.path("ca_file").as_deref(), timeout)
+    let mut factory = Factory::new(&url, p.path("ca_file").as_deref(), timeout)
         .map_err(|e| factory_failure(e, "factory_url"))?;
+    if let (Some(user), Some(password)) = (p.str("factory_username"), p.str("factory_password")) {
+        if schematic.owner.is_empty() {
+            return Err(ModuleError::new(
+                "owner: an authenticated factory writes the identity of factory_username into the schematic, which \
+                 changes its ID; set owner to that identity (the htpasswd user name, or with Auth0 the \
+                 organization's org_... ID)",
+            ));
+        }
+        factory = factory.with_credentials(user, password);
+    }
     crate::connection::block_on(ensure(ctx, &factory, &schematic, version.as_deref()))?.map(
         |(id, changed, extensions)| {
             let canonical = schematic.canonical_yaml();
@@ -314,7 +334,17 @@ fn schematic(p: &Params, target: &Target) -> Result<Schematic, ModuleError> {
             json!({"name": board.overlay_name, "image": board.overlay_image}),
         );
     }
-    Schematic::from_value(&value).map_err(|e| ModuleError::new(e.message))
+    let mut schematic = Schematic::from_value(&value).map_err(|e| ModuleError::new(e.message))?;
+    if let Some(owner) = p.str("owner").map(str::trim).filter(|o| !o.is_empty()) {
+        if !schematic.owner.is_empty() && schematic.owner != owner {
+            return Err(ModuleError::new(format!(
+                "owner {owner:?} and the schematic's owner {:?} differ; set one of them",
+                schematic.owner
+            )));
+        }
+        schematic.owner = owner.to_string();
+    }
+    Ok(schematic)
 }
 
 fn factory_failure(e: FactoryError, option: &str) -> ModuleError {
@@ -325,6 +355,16 @@ fn factory_failure(e: FactoryError, option: &str) -> ModuleError {
         }
         FactoryErrorKind::Refused if option == "schematic" => {
             "; the factory refused the schematic as written".into()
+        }
+        FactoryErrorKind::Unauthenticated => {
+            "; the factory wants credentials, or refused these: set factory_username and factory_password \
+             (with Auth0, the token as the password)"
+                .into()
+        }
+        FactoryErrorKind::Forbidden => {
+            "; the schematic belongs to another identity there: set owner to the identity factory_username \
+             authenticates as"
+                .into()
         }
         _ => String::new(),
     };

@@ -5,6 +5,10 @@
 //! drains nothing, and on the legacy path its own drain ignores PodDisruptionBudget refusals, so
 //! the module does it for both.
 //!
+//! Which pods go is kubectl's drain filters with talosctl's settings (`ferro_talos_kube::drain`): a
+//! static pod or a pod of an existing DaemonSet stays, a pod of a DaemonSet that is gone is
+//! evicted like a pod without a controller, and both are named in a warning.
+//!
 //! Where this differs from talosctl, on purpose: a drain that fails uncordons the node again
 //! (talosctl leaves it cordoned) and happens before the installer writes anything (talosctl
 //! installs first), so a refused drain leaves the node exactly as it was; a node that was already
@@ -107,10 +111,13 @@ pub async fn connect(
 
 fn plan_json(plan: &DrainPlan) -> Value {
     json!({
-        "evict": plan.evict.iter().map(|p| json!({
-            "pod": p.id(),
-            "controller": p.controller,
-        })).collect::<Vec<_>>(),
+        "evict": plan.evict.iter().map(|p| {
+            let mut pod = json!({"pod": p.id(), "controller": p.controller});
+            if p.orphaned {
+                pod["orphaned"] = json!(true);
+            }
+            pod
+        }).collect::<Vec<_>>(),
         "skip": plan.skipped.iter().map(|s| json!({
             "pod": format!("{}/{}", s.namespace, s.name),
             "reason": s.reason,
@@ -132,12 +139,19 @@ impl Drainer {
         Ok(out)
     }
 
-    /// Pods that no controller brings back: named in a warning before they go.
+    /// Pods that no controller brings back, in words for a warning: pods without a controller,
+    /// and pods of a DaemonSet that no longer exists.
     pub fn unmanaged(plan: &DrainPlan) -> Vec<String> {
         plan.evict
             .iter()
-            .filter(|p| p.controller.is_none())
-            .map(|p| p.id())
+            .filter_map(|p| match (&p.controller, p.orphaned) {
+                (None, _) => Some(format!("pod {} has no controller", p.id())),
+                (Some(c), true) => Some(format!(
+                    "pod {} belongs to {c}, which no longer exists",
+                    p.id()
+                )),
+                (Some(_), false) => None,
+            })
             .collect()
     }
 
@@ -175,10 +189,10 @@ impl Drainer {
                 out["already_cordoned"] = json!(self.already_cordoned);
                 let warnings = unmanaged
                     .into_iter()
-                    .map(|pod| {
+                    .map(|why| {
                         format!(
-                            "{talos_node}: pod {pod} has no controller, so nothing recreates it after its eviction \
-                             (talosctl's drain evicts such pods too)"
+                            "{talos_node}: {why}, so nothing recreates it after its eviction (talosctl's drain, \
+                             kubectl drain --force, evicts such pods too)"
                         )
                     })
                     .collect();
@@ -248,5 +262,48 @@ impl Drainer {
                 self.node_name, self.node_name
             ),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferro_talos_kube::PodToEvict;
+
+    fn pod(name: &str, controller: Option<&str>, orphaned: bool) -> PodToEvict {
+        PodToEvict {
+            namespace: "default".into(),
+            name: name.into(),
+            uid: String::new(),
+            controller: controller.map(String::from),
+            orphaned,
+            labels: Default::default(),
+        }
+    }
+
+    /// What nothing recreates after its eviction is named: a pod without a controller, and a
+    /// pod of a DaemonSet that is gone (kubectl's `unreplicatedFilter` and `daemonSetFilter`
+    /// warnings under `--force`, `k8s.io/kubectl/pkg/drain/filters.go` @ v0.36.3).
+    #[test]
+    fn pods_nothing_recreates_are_named_and_why() {
+        let plan = DrainPlan {
+            node: "w1".into(),
+            evict: vec![
+                pod("web-1", Some("ReplicaSet/web-5d4f8"), false),
+                pod("bare", None, false),
+                pod("agent-x", Some("DaemonSet/agent"), true),
+            ],
+            skipped: vec![],
+        };
+        assert_eq!(
+            Drainer::unmanaged(&plan),
+            [
+                "pod default/bare has no controller",
+                "pod default/agent-x belongs to DaemonSet/agent, which no longer exists"
+            ]
+        );
+        let json = plan_json(&plan);
+        assert_eq!(json["evict"][2]["orphaned"], true);
+        assert!(json["evict"][0].get("orphaned").is_none());
     }
 }

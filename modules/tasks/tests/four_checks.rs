@@ -419,6 +419,50 @@ fn talos_upgrade_refuses_the_unpublished_ghcr_installer() {
             }
         }
     }
+/// A legacy upgrade whose own drain fails stops nothing: the sequence's first phase is `drain`
+/// (`Upgrade` in `internal/app/machined/pkg/runtime/v1alpha1/v1alpha1_sequencer.go` @ v1.13.9),
+/// and `CordonAndDrainNode` (`v1alpha1_sequencer_tasks.go`) fails when the Node is not cordoned
+/// within a minute, here because no API server answers the worker. The pods and services stop
+/// only in the later `cleanup` and `stopServices` phases, so the module must not say the node
+/// runs with etcd and the kubelet stopped.
+#[test]
+fn talos_upgrade_says_what_a_legacy_upgrade_that_failed_at_its_drain_had_done() {
+    use common::{Run, run};
+    let sim = Sim::start(1, 1);
+    let secrets = bootstrapped(&sim);
+    let cluster = sim.cluster();
+    cluster.set_talos_drain(ferro_talos_sim::DrainTimes {
+        cordon: std::time::Duration::from_millis(500),
+        ..ferro_talos_sim::DrainTimes::UPSTREAM
+    });
+    cluster.set_version(1, "v1.12.4").unwrap();
+    // The only control plane goes away: the worker's Talos reaches no API server.
+    cluster.update_faults(0, |f| f.never_return = true).unwrap();
+    sim.within(|c| c.reboot(0)).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while cluster.nodes()[0].up {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the control plane stays up"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let args = json!({
+        "node": sim.node(1), "secrets_file": secrets, "talos_version": "v1.13.6",
+        "drain": false, "timeout": 60,
+    });
+    let outcome = run(&UPGRADE, &args, Run::Real);
+    assert!(outcome.failed(), "{}", outcome.json);
+    let msg = outcome.json["msg"].as_str().unwrap();
+    assert!(
+        msg.contains("in its drain phase, before Talos had stopped anything")
+            && msg.contains("context deadline exceeded")
+            && msg.contains("still runs v1.12.4 with its pods, etcd and the kubelet")
+            && msg.contains("keeps its Node cordoned until it reboots"),
+        "{msg}"
+    );
+    assert!(!msg.contains("stopped: reboot it"), "{msg}");
+    assert_eq!(cluster.nodes()[1].version, "v1.12.4");
 }
 
 #[test]

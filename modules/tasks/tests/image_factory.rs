@@ -188,3 +188,99 @@ fn bad_input_fails_naming_what_to_write_and_creates_nothing() {
     }
     assert!(f.server.schematic_ids().is_empty());
 }
+
+fn authenticated_factory(users: &[(&str, &str)]) -> Served {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let server = runtime
+        .block_on(FactoryServer::start_authenticated(
+            "127.0.0.1:0".parse().expect("an address"),
+            users,
+        ))
+        .expect("the test factory starts");
+    Served {
+        server,
+        _runtime: runtime,
+    }
+}
+
+/// An Enterprise factory with authentication stamps the caller's identity into the schematic's
+/// `owner` when it creates it, and the owner is part of the canonical text the ID hashes
+/// (image-factory v1.5.0 `internal/frontend/http/configuration.go` `handleSchematicCreate`,
+/// `pkg/schematic/schematic.go` `Schematic.ID`, `docs/authentication.md` "Ownership"); reading a
+/// schematic another identity owns is 403. The ID below is the default schematic's with
+/// `Owner: "alice"`, computed with upstream's `Schematic.ID` (upstream's integration tests compute
+/// such IDs at start-up, `internal/integration/schematic_test.go`, and pin none).
+#[test]
+fn an_authenticated_factory_owns_the_schematic_and_check_mode_predicts_its_id() {
+    const ALICES_DEFAULT: &str = "325e789382e85e76ab77e38cb320a816e2c9550cb5afe960b21f75e06605e2e9";
+    let f = authenticated_factory(&[("alice", "s3cret-pw"), ("bob", "hunter2-pw")]);
+    let args = json!({
+        "factory_url": f.server.url(),
+        "factory_username": "alice", "factory_password": "s3cret-pw", "owner": "alice",
+    });
+    let check = ok(&args, Run::Check);
+    assert_eq!(check["changed"], json!(true), "{check}");
+    assert_eq!(check["schematic_id"], json!(ALICES_DEFAULT), "{check}");
+    assert!(f.server.schematic_ids().is_empty(), "--check created one");
+
+    let real = ok(&args, Run::Real);
+    assert_eq!(f.server.schematic_ids(), vec![ALICES_DEFAULT.to_string()]);
+    assert_eq!(real["schematic_id"], json!(ALICES_DEFAULT));
+    assert_eq!(
+        real["schematic"],
+        json!("owner: alice\ncustomization: {}\n")
+    );
+    assert_eq!(real["warnings"], Value::Null, "{real}");
+    let again = ok(&args, Run::Real);
+    assert_eq!(again["changed"], json!(false), "{again}");
+    assert_eq!(f.server.posts(), 1);
+
+    let failed = |args: &Value| {
+        let outcome = run(&FACTORY, args, Run::Check);
+        assert!(outcome.failed(), "{args}: {}", outcome.json);
+        let text = outcome.json.to_string();
+        assert!(
+            !text.contains("s3cret-pw") && !text.contains("hunter2-pw"),
+            "{text}"
+        );
+        outcome.json["msg"].as_str().unwrap_or_default().to_string()
+    };
+    // Bob claiming Alice's schematic: the factory's owner check refuses him.
+    let mut bob = args.clone();
+    bob["factory_username"] = json!("bob");
+    bob["factory_password"] = json!("hunter2-pw");
+    let msg = failed(&bob);
+    assert!(
+        msg.contains("HTTP 403") && msg.contains("set owner"),
+        "{msg}"
+    );
+    // No credentials, or wrong ones: 401, naming the options.
+    let anonymous = json!({"factory_url": f.server.url(), "owner": "alice"});
+    let msg = failed(&anonymous);
+    assert!(
+        msg.contains("HTTP 401") && msg.contains("factory_username and factory_password"),
+        "{msg}"
+    );
+    let mut wrong = args.clone();
+    wrong["factory_password"] = json!("hunter2-pw");
+    assert!(failed(&wrong).contains("HTTP 401"));
+    // Credentials without the owner they stand for: the ID cannot be predicted.
+    let mut no_owner = args.clone();
+    no_owner.as_object_mut().unwrap().remove("owner");
+    let msg = failed(&no_owner);
+    assert!(msg.starts_with("owner: "), "{msg}");
+    // An owner in the schematic itself counts the same; two that differ are refused.
+    let mut in_schematic = args.clone();
+    in_schematic.as_object_mut().unwrap().remove("owner");
+    in_schematic["schematic"] = json!({"owner": "alice"});
+    assert_eq!(
+        ok(&in_schematic, Run::Check)["schematic_id"],
+        json!(ALICES_DEFAULT)
+    );
+    in_schematic["owner"] = json!("bob");
+    assert!(failed(&in_schematic).contains("differ"));
+}

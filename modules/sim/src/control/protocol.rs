@@ -270,6 +270,8 @@ pub struct FaultFields {
     pub kubelet_version_stuck: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub daemonset_rollout_stuck: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub orphaned_daemon_pods: Option<bool>,
 }
 
 impl FaultFields {
@@ -287,6 +289,7 @@ impl FaultFields {
         "apiserver_never_ready",
         "kubelet_version_stuck",
         "daemonset_rollout_stuck",
+        "orphaned_daemon_pods",
     ];
 
     /// Changes the fields given.
@@ -311,6 +314,7 @@ impl FaultFields {
             &mut f.daemonset_rollout_stuck,
             &self.daemonset_rollout_stuck,
         );
+        set(&mut f.orphaned_daemon_pods, &self.orphaned_daemon_pods);
     }
 }
 
@@ -375,6 +379,7 @@ impl<'de> Deserialize<'de> for FaultChange {
                         "apiserver_never_ready" => f.apiserver_never_ready = Some(value(m, k)?),
                         "kubelet_version_stuck" => f.kubelet_version_stuck = Some(value(m, k)?),
                         "daemonset_rollout_stuck" => f.daemonset_rollout_stuck = Some(value(m, k)?),
+                        "orphaned_daemon_pods" => f.orphaned_daemon_pods = Some(value(m, k)?),
                         other => {
                             return Err(de::Error::custom(format!(
                                 "unknown fault {other:?}; a fault request sets \"kind\" (and \"delay_ms\") or any of {}",
@@ -636,6 +641,7 @@ mod tests {
                     apiserver_never_ready: Some(true),
                     kubelet_version_stuck: Some(true),
                     daemonset_rollout_stuck: Some(true),
+                    orphaned_daemon_pods: Some(true),
                 }),
             },
             // null clears.

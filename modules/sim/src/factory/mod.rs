@@ -7,6 +7,14 @@
 //! `GET /version/{v}/extensions/official`, `GET /version/{v}/overlays/official`, with the
 //! factory's statuses and plain-text errors; and `GET /_talos-sim/state`, what tests read to see
 //! that check mode stored nothing.
+//!
+//! [`FactoryServer::start_authenticated`] is an Enterprise factory with htpasswd authentication
+//! (`enterprise/auth/auth.go` `Middleware`, `internal/frontend/http/configuration.go`,
+//! `internal/schematic/schematic.go` `Get`, `docs/api.md` @ v1.5.0): the schematic routes take
+//! HTTP Basic credentials of one of its users, or answer 401 `authentication required to access
+//! this schematic`; a created schematic's `owner` is set to the user (another owner in the body is
+//! 403 `access denied`), and reading a schematic another user owns is 403 `access denied`. The
+//! version lists stay public.
 
 mod catalog;
 mod schematic;
@@ -24,11 +32,13 @@ use serde_json::json;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
-/// What the factory holds: schematics by ID, and how many times one was posted.
+/// What the factory holds: schematics by ID (canonical text and owner), how many times one was
+/// posted, and, when it authenticates, its users and their passwords.
 #[derive(Default)]
 struct Store {
-    schematics: BTreeMap<String, String>,
+    schematics: BTreeMap<String, (String, String)>,
     posts: usize,
+    users: Option<BTreeMap<String, String>>,
 }
 
 /// A running test factory.
@@ -41,9 +51,29 @@ pub struct FactoryServer {
 impl FactoryServer {
     /// Serves on `address` (port 0 picks one) until stopped or dropped with the runtime.
     pub async fn start(address: SocketAddr) -> anyhow::Result<FactoryServer> {
+        FactoryServer::serve(address, Store::default()).await
+    }
+
+    /// An Enterprise factory whose schematic routes authenticate these users (name, password).
+    pub async fn start_authenticated(
+        address: SocketAddr,
+        users: &[(&str, &str)],
+    ) -> anyhow::Result<FactoryServer> {
+        let users = users
+            .iter()
+            .map(|(u, p)| (u.to_string(), p.to_string()))
+            .collect();
+        let store = Store {
+            users: Some(users),
+            ..Store::default()
+        };
+        FactoryServer::serve(address, store).await
+    }
+
+    async fn serve(address: SocketAddr, store: Store) -> anyhow::Result<FactoryServer> {
         let listener = TcpListener::bind(address).await?;
         let address = listener.local_addr()?;
-        let store = Arc::new(Mutex::new(Store::default()));
+        let store = Arc::new(Mutex::new(store));
         let shared = store.clone();
         let task = tokio::spawn(async move {
             while let Ok((tcp, _)) = listener.accept().await {
@@ -107,6 +137,55 @@ fn sniffed_json(value: serde_json::Value) -> Response {
     respond(200, "text/plain; charset=utf-8", format!("{value}\n"))
 }
 
+/// Who a request comes from on a factory with users.
+enum Caller {
+    /// The factory authenticates no one.
+    Anyone,
+    User(String),
+    /// Missing or wrong credentials: 401.
+    Refused,
+}
+
+fn caller(store: &Mutex<Store>, parts: &http::request::Parts) -> Caller {
+    use base64::Engine;
+    let s = store.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(users) = &s.users else {
+        return Caller::Anyone;
+    };
+    let credentials = parts
+        .headers
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            v.strip_prefix("Basic ")
+                .or_else(|| v.strip_prefix("basic "))
+        })
+        .and_then(|b| {
+            base64::engine::general_purpose::STANDARD
+                .decode(b.trim())
+                .ok()
+        })
+        .and_then(|raw| String::from_utf8(raw).ok());
+    match credentials.as_deref().and_then(|c| c.split_once(':')) {
+        Some((user, password)) if users.get(user).is_some_and(|p| p == password) => {
+            Caller::User(user.to_string())
+        }
+        _ => Caller::Refused,
+    }
+}
+
+/// The 401 of the factory's error handler, with its Basic challenge.
+fn unauthorized() -> Response {
+    let mut r = error(401, "authentication required to access this schematic");
+    r.headers_mut().insert(
+        http::header::WWW_AUTHENTICATE,
+        http::HeaderValue::from_static(
+            r#"Basic realm="Image Factory Enterprise", charset="UTF-8""#,
+        ),
+    );
+    r
+}
+
 async fn answer(store: &Mutex<Store>, req: hyper::Request<Incoming>) -> Response {
     let (parts, body) = req.into_parts();
     let body = body
@@ -118,14 +197,21 @@ async fn answer(store: &Mutex<Store>, req: hyper::Request<Incoming>) -> Response
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
     match (parts.method.as_str(), segments.as_slice()) {
         ("POST", ["schematics"]) => {
+            let user = match caller(store, &parts) {
+                Caller::Anyone => None,
+                Caller::User(user) => Some(user),
+                Caller::Refused => return unauthorized(),
+            };
             let text = String::from_utf8_lossy(&body);
-            match schematic::canonical(&text) {
-                Err(why) => error(400, &why),
+            match schematic::canonical(&text, user.as_deref()) {
+                Err(schematic::Refusal::Invalid(why)) => error(400, &why),
+                Err(schematic::Refusal::OtherOwner) => error(403, "access denied"),
                 Ok(canonical) => {
                     let id = schematic::id_of(&canonical);
                     let mut s = store.lock().unwrap_or_else(|e| e.into_inner());
                     s.posts += 1;
-                    s.schematics.insert(id.clone(), canonical.clone());
+                    let owner = user.unwrap_or_default();
+                    s.schematics.insert(id.clone(), (canonical.clone(), owner));
                     respond(
                         201,
                         "application/json",
@@ -135,9 +221,18 @@ async fn answer(store: &Mutex<Store>, req: hyper::Request<Incoming>) -> Response
             }
         }
         ("GET", ["schematics", id]) => {
+            let user = match caller(store, &parts) {
+                Caller::Anyone => None,
+                Caller::User(user) => Some(user),
+                Caller::Refused => return unauthorized(),
+            };
             let s = store.lock().unwrap_or_else(|e| e.into_inner());
             match s.schematics.get(*id) {
-                Some(canonical) => respond(200, "application/yaml", canonical.clone()),
+                // With authentication, a schematic with no owner matches no caller.
+                Some((_, owner)) if user.as_ref().is_some_and(|u| u != owner) => {
+                    error(403, "access denied")
+                }
+                Some((canonical, _)) => respond(200, "application/yaml", canonical.clone()),
                 None => error(404, "schematic not found"),
             }
         }

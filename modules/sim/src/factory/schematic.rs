@@ -29,8 +29,31 @@ pub fn id_of(canonical: &str) -> String {
     hex::encode(Sha256::digest(canonical.as_bytes()))
 }
 
-/// The canonical YAML of a posted body, or the decoder's complaint.
-pub fn canonical(body: &str) -> Result<String, String> {
+/// Why a posted schematic is not stored.
+#[derive(Debug, PartialEq)]
+pub enum Refusal {
+    /// The decoder's or the validation's complaint (400).
+    Invalid(String),
+    /// The body names an owner other than the authenticated user (403).
+    OtherOwner,
+}
+
+impl From<String> for Refusal {
+    fn from(why: String) -> Refusal {
+        Refusal::Invalid(why)
+    }
+}
+
+impl From<&str> for Refusal {
+    fn from(why: &str) -> Refusal {
+        Refusal::Invalid(why.to_string())
+    }
+}
+
+/// The canonical YAML of a posted body. `user` is the authenticated caller of an Enterprise
+/// factory, whose name becomes the owner; without one an owner is refused, as the community
+/// edition refuses it.
+pub fn canonical(body: &str, user: Option<&str>) -> Result<String, Refusal> {
     let doc: Value = if body.trim().is_empty() {
         return Err("EOF".into());
     } else {
@@ -42,10 +65,19 @@ pub fn canonical(body: &str) -> Result<String, String> {
         doc
     };
     strict(&doc, TOP, "schematic.Schematic")?;
-    if doc.get("owner").is_some_and(|o| !o.is_null() && o != "") {
-        return Err("owner field is only supported in Enterprise edition".into());
-    }
+    let given = text(&doc, "owner")?;
+    let owner = match user {
+        Some(user) if !given.is_empty() && given != user => return Err(Refusal::OtherOwner),
+        Some(user) => user,
+        None if !given.is_empty() => {
+            return Err("owner field is only supported in Enterprise edition".into());
+        }
+        None => "",
+    };
     let mut out = String::new();
+    if !owner.is_empty() {
+        out.push_str(&format!("owner: {}\n", scalar(owner)));
+    }
     if let Some(overlay) = doc.get("overlay").filter(|o| has_content(o)) {
         strict(overlay, OVERLAY, "schematic.Overlay")?;
         out.push_str("overlay:\n");
@@ -109,9 +141,9 @@ pub fn canonical(body: &str) -> Result<String, String> {
                 body.push_str(&format!("    bootloader: {bootloader}\n"));
             }
             other => {
-                return Err(format!(
-                    "yaml: {other} does not belong to BootloaderKind values"
-                ));
+                return Err(
+                    format!("yaml: {other} does not belong to BootloaderKind values").into(),
+                );
             }
         }
         if let Some(sb) = custom.get("secureboot").filter(|s| has_content(s)) {
@@ -302,14 +334,40 @@ mod tests {
                 "02f29f9a702fceec4fc2e2e51314d63710fc1b192ebb1629ac12301949d49c8c",
             ),
         ] {
-            let canonical = canonical(body).unwrap();
+            let canonical = canonical(body, None).unwrap();
             assert_eq!(id_of(&canonical), id, "{body}\n{canonical}");
         }
     }
 
+    /// An Enterprise factory stamps the authenticated user as the owner, which is part of the
+    /// ID; a community factory refuses an owner. The ID was computed with upstream's own
+    /// `pkg/schematic` `Schematic.ID` @ image-factory v1.5.0 for `Owner: "alice"`.
+    #[test]
+    fn the_owner_is_the_authenticated_user() {
+        let stamped = canonical("{}", Some("alice")).unwrap();
+        assert_eq!(stamped, "owner: alice\ncustomization: {}\n");
+        assert_eq!(
+            id_of(&stamped),
+            "325e789382e85e76ab77e38cb320a816e2c9550cb5afe960b21f75e06605e2e9"
+        );
+        assert_eq!(canonical("owner: alice\n", Some("alice")).unwrap(), stamped);
+        assert_eq!(
+            canonical("owner: bob\n", Some("alice")),
+            Err(Refusal::OtherOwner)
+        );
+        assert_eq!(
+            canonical("owner: alice\n", None),
+            Err(Refusal::Invalid(
+                "owner field is only supported in Enterprise edition".into()
+            ))
+        );
+    }
+
     #[test]
     fn unknown_fields_are_refused() {
-        let e = canonical("something: 1\n").unwrap_err();
+        let Err(Refusal::Invalid(e)) = canonical("something: 1\n", None) else {
+            panic!("accepted an unknown field");
+        };
         assert!(
             e.contains("field something not found in type schematic.Schematic"),
             "{e}"

@@ -7,6 +7,10 @@
 //! (`github.com/fluxcd/cli-utils` pkg/kstatus/status/core.go daemonsetConditions: current once
 //! `observedGeneration == generation` and `desiredNumberScheduled` <= current, updated,
 //! available and ready).
+//!
+//! A deleted DaemonSet's pods go at once (the garbage collector's background deletion), unless
+//! their node has the `orphaned_daemon_pods` fault: then they stay, owned by a DaemonSet the API
+//! server no longer has, until they are evicted or their Node is deleted.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Instant, SystemTime};
@@ -34,6 +38,10 @@ pub struct DaemonPod {
     pub created: SystemTime,
     /// Made to replace a pod of an older generation (what `daemonset_rollout_stuck` holds back).
     pub replaced: bool,
+    /// The pod template's labels, first container's name and image when the pod was made.
+    pub labels: BTreeMap<String, String>,
+    pub container: String,
+    pub image: String,
 }
 
 /// A pod spec's tolerations allow the control-plane NoSchedule taint.
@@ -66,7 +74,7 @@ impl KubeState {
     /// Creates, replaces and removes DaemonSet pods so each stored DaemonSet has one of its
     /// current generation on each node it should run on.
     pub fn sync_daemonsets(&mut self, st_nodes: &[Node]) {
-        let sets: Vec<(String, String, String, i64, bool)> = self
+        let sets: Vec<(String, String, String, i64, bool, Value)> = self
             .objects
             .list("apps", "DaemonSet", None)
             .map(|(k, v)| {
@@ -76,6 +84,7 @@ impl KubeState {
                     v["metadata"]["uid"].as_str().unwrap_or("").to_string(),
                     v["metadata"]["generation"].as_i64().unwrap_or(1),
                     tolerates_control_plane(&v["spec"]["template"]["spec"]),
+                    v["spec"]["template"].clone(),
                 )
             })
             .collect();
@@ -96,7 +105,7 @@ impl KubeState {
             .collect();
         let mut wanted = BTreeSet::new();
         let mut changed = false;
-        for (namespace, daemonset, uid, generation, tolerates_cp) in &sets {
+        for (namespace, daemonset, uid, generation, tolerates_cp, template) in &sets {
             for (node, cp) in &nodes {
                 if *cp && !tolerates_cp {
                     continue;
@@ -115,6 +124,7 @@ impl KubeState {
                     None => false,
                 };
                 let seed = format!("{daemonset}-{node}-{uid}-{generation}");
+                let container = &template["spec"]["containers"][0];
                 self.daemon_pods.insert(
                     key.clone(),
                     DaemonPod {
@@ -125,6 +135,9 @@ impl KubeState {
                         started: Instant::now(),
                         created: SystemTime::now(),
                         replaced,
+                        labels: super::deployments::labels_of(template),
+                        container: container["name"].as_str().unwrap_or(daemonset).to_string(),
+                        image: container["image"].as_str().unwrap_or("").to_string(),
                     },
                 );
                 wanted.insert(key);
@@ -132,7 +145,24 @@ impl KubeState {
             }
         }
         let before = self.daemon_pods.len();
-        self.daemon_pods.retain(|k, _| wanted.contains(k));
+        let gone = |k: &DaemonPodKey| {
+            !sets
+                .iter()
+                .any(|(ns, name, ..)| *ns == k.namespace && *name == k.daemonset)
+        };
+        let orphans_stay = |k: &DaemonPodKey| {
+            self.nodes
+                .get(&k.node)
+                .and_then(|r| st_nodes.get(r.index))
+                .is_some_and(|n| n.faults.orphaned_daemon_pods)
+        };
+        let keep: BTreeSet<DaemonPodKey> = self
+            .daemon_pods
+            .keys()
+            .filter(|k| wanted.contains(*k) || gone(k) && orphans_stay(k))
+            .cloned()
+            .collect();
+        self.daemon_pods.retain(|k, _| keep.contains(k));
         if changed || before != self.daemon_pods.len() {
             self.bump();
         }

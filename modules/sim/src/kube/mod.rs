@@ -3,7 +3,9 @@
 //! and budgets, `objects_api.rs` for stored objects, `discovery.rs`), the objects and what the
 //! API server and controllers do with them (`model.rs`; `objects.rs`, `writes.rs` and `apply.rs`
 //! for stored objects and server-side apply; `daemonsets.rs`, `deployments.rs`, `status.rs` for
-//! the workloads that follow them), the labels, annotations and taints Talos puts on its Node (`node_apply.rs`), the components Talos runs and the versions of their config
+//! the workloads that follow them), the labels, annotations and taints Talos puts on its Node
+//! (`node_apply.rs`), Talos's own cordon and drain before its upgrade, shutdown and reset
+//! sequences (`talos_drain.rs`), the components Talos runs and the versions of their config
 //! resources (`components.rs`), the bootstrap manifests Talos renders (`manifests.rs`,
 //! `templates.rs`, `structs.rs`) and applies (`bootstrap.rs`), and their JSON (`render.rs`).
 
@@ -24,6 +26,7 @@ mod objects_api;
 mod render;
 mod status;
 mod structs;
+mod talos_drain;
 mod templates;
 mod writes;
 
@@ -32,3 +35,4 @@ pub use components::{Components, has_final_configs};
 pub use listener::run;
 pub use model::{KubeState, node_name, node_ready};
 pub use structs::to_struct;
+pub use talos_drain::{DrainTimes, cordon_and_drain};

@@ -185,6 +185,11 @@ pub struct KubeState {
     pub daemon_pods: BTreeMap<super::daemonsets::DaemonPodKey, super::daemonsets::DaemonPod>,
     /// The control-plane configs (digests) Talos's bootstrap apply ran for.
     pub bootstrap_applied: std::collections::BTreeSet<String>,
+    /// The times of Talos's own drain (`talos_drain.rs`), upstream's unless a test shortens them.
+    pub talos_drain: super::talos_drain::DrainTimes,
+    /// By node index, whether that node's Talos wants its Node cordoned (its NodeCordonedSpec,
+    /// which follows the machine's stage and is applied once an API server answers).
+    pub talos_cordons: BTreeMap<usize, bool>,
 }
 
 /// The Kubernetes API's answer to a request that did not succeed.
@@ -353,21 +358,39 @@ impl KubeState {
         self.reconcile(st_nodes);
     }
 
-    /// Each running node's Talos puts its config's labels, annotations and taints on its Node.
+    /// Each running node's Talos puts its config's labels, annotations and taints on its Node,
+    /// and cordons or uncordons it as its stage asks (`talos_drain.rs`), through an API server
+    /// that answers the nodes.
     fn apply_node_settings(&mut self, st_nodes: &[Node]) {
+        let api = super::talos_drain::api_answers_nodes(st_nodes);
         for n in st_nodes.iter().filter(|n| n.up) {
             let Some(cfg) = n.active.as_ref() else {
                 continue;
             };
-            let changed = match self.nodes.get_mut(&node_name(n)) {
-                Some(rec) => super::node_apply::apply(rec, cfg),
-                None => false,
+            let name = node_name(n);
+            if let Some(wanted) = super::talos_drain::wanted_cordon(n.stage) {
+                self.talos_cordons.insert(n.index, wanted);
+            }
+            let wanted = self.talos_cordons.get(&n.index).copied();
+            let (changed, cordon) = match self.nodes.get_mut(&name) {
+                Some(rec) => {
+                    let changed = super::node_apply::apply(rec, cfg);
+                    let cordon = match wanted {
+                        Some(wanted) if api => super::talos_drain::apply_cordon(rec, wanted),
+                        _ => None,
+                    };
+                    (changed || cordon.is_some(), cordon)
+                }
+                None => (false, None),
             };
             if changed {
                 let rv = self.bump();
-                if let Some(rec) = self.nodes.get_mut(&node_name(n)) {
+                if let Some(rec) = self.nodes.get_mut(&name) {
                     rec.resource_version = rv;
                 }
+            }
+            if let Some(action) = cordon {
+                self.record(action, &name, None);
             }
         }
     }
@@ -529,9 +552,11 @@ impl KubeState {
     pub fn forget_cluster(&mut self) {
         let log = std::mem::take(&mut self.log);
         let resource_version = self.resource_version;
+        let talos_drain = self.talos_drain;
         *self = KubeState::default();
         self.log = log;
         self.resource_version = resource_version;
+        self.talos_drain = talos_drain;
     }
 
     /// DELETE of a Node: the object goes, and the pod garbage collector deletes the pods bound to
@@ -547,27 +572,6 @@ impl KubeState {
         Some(rec)
     }
 
-    /// Talos's graceful reset cordons its Node and evicts its pods first; an eviction a budget
-    /// refuses is logged and left, since the reset goes on (`CordonAndDrainNode` under
-    /// `taskErrorHandler(logError, ...)` in `v1alpha1_sequencer.go` @ v1.13.9).
-    pub fn cordon_and_drain(&mut self, name: &str, st_nodes: &[Node]) {
-        if self
-            .patch_node(name, &serde_json::json!({"spec": {"unschedulable": true}}))
-            .is_err()
-        {
-            return;
-        }
-        let pods: Vec<(String, String)> = self
-            .pods
-            .iter()
-            .filter(|p| p.node.as_deref() == Some(name))
-            .map(|p| (p.namespace.clone(), p.name.clone()))
-            .collect();
-        for (namespace, pod) in pods {
-            let _ = self.evict(&namespace, &pod, st_nodes);
-        }
-    }
-
     /// POST `pods/{name}/eviction`: the budget check, then the pod is deleted and its ReplicaSet
     /// creates a replacement on another schedulable node.
     pub fn evict(
@@ -581,7 +585,7 @@ impl KubeState {
             .iter()
             .position(|p| p.namespace == namespace && p.name == name)
         else {
-            return Err(ApiError::not_found("pods", name));
+            return self.evict_daemon_pod(namespace, name, st_nodes);
         };
         let pod = self.pods[pi].clone();
         let node = pod.node.clone().unwrap_or_default();
@@ -634,6 +638,30 @@ impl KubeState {
         self.bump();
         self.record("evict", &node, Some(format!("{namespace}/{name}")));
         self.reconcile(st_nodes);
+        Ok(())
+    }
+
+    /// The eviction of a DaemonSet's pod: it is deleted, and the DaemonSet controller makes a
+    /// new one if the DaemonSet still wants one there. Budgets are not consulted for these
+    /// (the simulator's budgets count workload pods only).
+    fn evict_daemon_pod(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        st_nodes: &[Node],
+    ) -> Result<(), ApiError> {
+        let Some(key) = self
+            .daemon_pods
+            .iter()
+            .find(|(k, p)| k.namespace == namespace && p.name == name)
+            .map(|(k, _)| k.clone())
+        else {
+            return Err(ApiError::not_found("pods", name));
+        };
+        self.daemon_pods.remove(&key);
+        self.bump();
+        self.record("evict", &key.node, Some(format!("{namespace}/{name}")));
+        self.sync_daemonsets(st_nodes);
         Ok(())
     }
 

@@ -395,17 +395,6 @@ pub fn pods(k: &KubeState, st: &State, namespace: Option<&str>) -> Vec<Value> {
 fn daemon_pods(k: &KubeState, st: &State) -> Vec<Value> {
     let mut out = Vec::new();
     for (key, p) in &k.daemon_pods {
-        let Some(ds) = k
-            .objects
-            .list("apps", "DaemonSet", Some(&key.namespace))
-            .find(|(dk, _)| dk.name == key.daemonset)
-            .map(|(_, v)| v)
-        else {
-            continue;
-        };
-        let template = &ds["spec"]["template"];
-        let labels = super::deployments::labels_of(template);
-        let container = &template["spec"]["containers"][0];
         let host_ip = k
             .nodes
             .get(&key.node)
@@ -415,14 +404,14 @@ fn daemon_pods(k: &KubeState, st: &State) -> Vec<Value> {
             namespace: &key.namespace,
             name: p.name.clone(),
             uid: p.uid.clone(),
-            labels,
+            labels: p.labels.clone(),
             annotations: BTreeMap::new(),
             owner: json!({"apiVersion": "apps/v1", "kind": "DaemonSet", "name": key.daemonset,
                           "uid": p.owner_uid, "controller": true, "blockOwnerDeletion": true}),
             node: Some(&key.node),
             host_ip,
-            container: container["name"].as_str().unwrap_or(&key.daemonset),
-            image: container["image"].as_str().unwrap_or("").to_string(),
+            container: &p.container,
+            image: p.image.clone(),
             ready: k.daemon_pod_ready(key, p, &st.nodes),
             created: p.created,
             resource_version: k.resource_version(),

@@ -150,22 +150,90 @@ pub(super) async fn plan_os<'a>(
     })
 }
 
-/// A legacy upgrade whose sequence failed on the node. Upstream's sequence stops the node's pods
-/// and services before it runs the installer, and nothing brings them back but a reboot
-/// (`internal/app/machined/pkg/runtime/v1alpha1/v1alpha1_sequencer.go`, Upgrade).
+/// How far a legacy upgrade's sequence got before it failed, from the phases it started. The
+/// phases of `Upgrade` in `internal/app/machined/pkg/runtime/v1alpha1/v1alpha1_sequencer.go`
+/// (v1.13.9: `drain`, `cleanup`, `dbus`, `stopServices`, the unmounts, `upgrade`, ...; v1.14.1
+/// adds `denyNewServices` first and `preShutdown`, `stopContainers`, `unmountPromotable`), with
+/// their tasks in `v1alpha1_sequencer_tasks.go`: `cleanup` (`StopAllPods`) stops the kubelet and
+/// every pod, `stopServices` (`StopServicesEphemeral`) stops containerd and everything that needs
+/// it, etcd among them; before `cleanup` nothing is stopped. Whatever a phase stopped stays
+/// stopped until the node reboots; the failed sequence leaves MachineStatus REBOOTING, which
+/// changes no cordon (`controllers/k8s/node_cordoned_spec.go`), so the cordon Talos made for
+/// the UPGRADING stage stays too.
+#[derive(Debug, PartialEq, Eq)]
+enum LegacyProgress {
+    /// The node published no phases for the sequence: what it stopped is unknown.
+    Unknown,
+    /// Failed before `cleanup`: pods and services still run.
+    NothingStopped,
+    /// Failed after `cleanup` began, before `stopServices`: the kubelet and the pods are stopped.
+    PodsStopped,
+    /// `stopServices` began: etcd and the kubelet are stopped.
+    ServicesStopped,
+}
+
+fn legacy_progress(phases: &[String]) -> LegacyProgress {
+    let reached = |p: &str| phases.iter().any(|s| s == p);
+    if phases.is_empty() {
+        LegacyProgress::Unknown
+    } else if reached("stopServices") {
+        LegacyProgress::ServicesStopped
+    } else if reached("cleanup") {
+        LegacyProgress::PodsStopped
+    } else {
+        LegacyProgress::NothingStopped
+    }
+}
+
+/// A legacy upgrade whose sequence failed on the node, in words that say what Talos had done
+/// before the failed phase.
 fn legacy_failure(
     node: &str,
     os: &OsTarget,
     current: &Version,
     failed: &SequenceFailure,
 ) -> String {
-    format!(
-        "{node}: the upgrade to {} failed on the node after it had stopped its services ({}). The node was not \
-         rebooted and still runs v{current}, with etcd and the kubelet stopped: reboot it to start them again \
-         (talosctl -n {node} reboot), then read its logs (talosctl -n {node} dmesg) for why the installer failed",
-        os.tag(),
-        failed.message
-    )
+    let tag = os.tag();
+    let message = &failed.message;
+    let phase = failed.phases.last().map(String::as_str).unwrap_or("");
+    let why = match phase {
+        "upgrade" => "the installer failed".to_string(),
+        _ => format!("its {phase} phase failed"),
+    };
+    let logs = format!("read its logs (talosctl -n {node} dmesg) for why {why}");
+    match legacy_progress(&failed.phases) {
+        LegacyProgress::Unknown => format!(
+            "{node}: the upgrade to {tag} failed on the node ({message}). The node was not rebooted and still \
+             runs v{current}; it did not say how far its upgrade sequence got, so some of its services may be \
+             stopped: check them (talosctl -n {node} services), reboot it to start them again (talosctl -n \
+             {node} reboot), then read its logs (talosctl -n {node} dmesg)"
+        ),
+        LegacyProgress::NothingStopped => {
+            let denied = if failed.phases.iter().any(|p| p == "denyNewServices") {
+                ", and starts no new service until then"
+            } else {
+                ""
+            };
+            format!(
+                "{node}: the upgrade to {tag} failed on the node in its {phase} phase, before Talos had stopped \
+                 anything ({message}). The node was not rebooted and still runs v{current} with its pods, etcd \
+                 and the kubelet, but Talos keeps its Node cordoned until it reboots{denied}: {logs}, then run \
+                 the upgrade again, or reboot the node (talosctl -n {node} reboot) to leave it at v{current} \
+                 and uncordoned"
+            )
+        }
+        LegacyProgress::PodsStopped => format!(
+            "{node}: the upgrade to {tag} failed on the node in its {phase} phase, after Talos had stopped the \
+             kubelet and the node's pods ({message}). The node was not rebooted and still runs v{current}, \
+             with the kubelet stopped and its Node cordoned: reboot it to start them again (talosctl -n {node} \
+             reboot), then {logs}"
+        ),
+        LegacyProgress::ServicesStopped => format!(
+            "{node}: the upgrade to {tag} failed on the node in its {phase} phase, after Talos had stopped its \
+             services ({message}). The node was not rebooted and still runs v{current}, with etcd and the \
+             kubelet stopped: reboot it to start them again (talosctl -n {node} reboot), then {logs}"
+        ),
+    }
 }
 
 /// A pull that found no such image: Talos answers NotFound, `error pulling image: …`
@@ -397,6 +465,46 @@ pub fn after_reboot(
 mod tests {
     use super::*;
     use crate::talos_upgrade::test_support::v;
+
+    fn phases(list: &[&str]) -> Vec<String> {
+        list.iter().map(|p| p.to_string()).collect()
+    }
+
+    /// The phase order of `Upgrade` in `v1alpha1_sequencer.go` @ v1.13.9 and v1.14.1: a failed
+    /// drain (the first phase, the second on 1.14) has stopped nothing, `cleanup` stops the
+    /// kubelet and the pods, `stopServices` etcd and the rest.
+    #[test]
+    fn a_failed_legacy_sequence_is_told_by_how_far_it_got() {
+        use LegacyProgress::*;
+        assert_eq!(legacy_progress(&[]), Unknown);
+        assert_eq!(legacy_progress(&phases(&["drain"])), NothingStopped);
+        assert_eq!(
+            legacy_progress(&phases(&["denyNewServices", "drain"])),
+            NothingStopped
+        );
+        assert_eq!(legacy_progress(&phases(&["drain", "cleanup"])), PodsStopped);
+        let v1_13 = [
+            "drain",
+            "cleanup",
+            "dbus",
+            "stopServices",
+            "unmount",
+            "unmountBind",
+            "unmountSystem",
+            "volumeFinalize",
+            "upgrade",
+        ];
+        assert_eq!(legacy_progress(&phases(&v1_13)), ServicesStopped);
+        let v1_14 = [
+            "denyNewServices",
+            "drain",
+            "cleanup",
+            "preShutdown",
+            "dbus",
+            "stopContainers",
+        ];
+        assert_eq!(legacy_progress(&phases(&v1_14)), PodsStopped);
+    }
 
     #[test]
     fn a_missing_installer_says_what_happened_and_what_to_check() {

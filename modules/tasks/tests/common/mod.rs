@@ -86,6 +86,13 @@ impl Sim {
             .expect("the cluster runs until the Sim is dropped")
     }
 
+    /// Runs `f` inside the simulator's runtime: for the cluster's calls that start its tasks
+    /// (a reboot, a power-on).
+    pub fn within<T>(&self, f: impl FnOnce(&Cluster) -> T) -> T {
+        let _entered = self.runtime.enter();
+        f(self.cluster())
+    }
+
     /// `address` of node `index`, as an inventory names it.
     pub fn node(&self, index: usize) -> String {
         self.cluster().nodes()[index].address.to_string()

@@ -9,7 +9,7 @@ use anyhow::{Result, bail};
 use clap::{Args, Parser, Subcommand};
 use ferro_talos_sim::control::NodeRef;
 use ferro_talos_sim::store::StoredCluster;
-use ferro_talos_sim::{AddressBlocks, FaultKind, SimConfig};
+use ferro_talos_sim::{AddressBlocks, DrainTimes, FaultKind, SimConfig};
 
 /// A real node refuses Bootstrap for a few seconds after boot (CRI not up, clock not synced);
 /// the simulator's binary does the same by default, so clients have to retry as they must
@@ -35,7 +35,7 @@ pub struct Cli {
 pub enum Command {
     /// Start a cluster whose state lives in --state-dir (or bring the stored one back) and serve
     /// it until stopped.
-    Up(UpArgs),
+    Up(Box<UpArgs>),
     /// Stop the simulator serving --state-dir and wait until it has exited.
     Stop {
         #[arg(long)]
@@ -182,6 +182,18 @@ pub struct ProcessArgs {
     /// on a real node whose CRI or clock is not ready yet), in milliseconds.
     #[arg(long, value_name = "MS", default_value_t = BOOTSTRAP_SETTLE_MS)]
     pub bootstrap_settle_ms: u64,
+    /// How long Talos's own drain (before an upgrade, a shutdown or a graceful reset) may
+    /// evict, in milliseconds [default: 300000, upstream's DrainTimeout].
+    #[arg(long, value_name = "MS")]
+    pub talos_drain_timeout_ms: Option<u64>,
+    /// How long Talos's own drain waits for its Node to be cordoned, in milliseconds
+    /// [default: 60000, upstream's].
+    #[arg(long, value_name = "MS")]
+    pub talos_cordon_timeout_ms: Option<u64>,
+    /// How long Talos's own drain waits before it asks again for an eviction a budget refused,
+    /// in milliseconds [default: 5000, upstream's].
+    #[arg(long, value_name = "MS")]
+    pub talos_eviction_retry_ms: Option<u64>,
     /// Serve the JSON-lines control protocol here (fault injection, inspection), e.g.
     /// 127.0.0.1:50999 or 127.0.0.1:0 for a free port [`up`: 127.0.0.1:0, recorded in
     /// DIR/run.json; flag-only: none].
@@ -194,6 +206,18 @@ pub struct ProcessArgs {
     /// outlive it, even when it is killed.
     #[arg(long, value_name = "PID")]
     pub parent_pid: Option<u32>,
+}
+
+impl ProcessArgs {
+    /// Talos's drain times: the flags given, `upstream`'s for the others.
+    fn talos_drain(&self, upstream: DrainTimes) -> DrainTimes {
+        let ms = |flag: Option<u64>, d: Duration| flag.map_or(d, Duration::from_millis);
+        DrainTimes {
+            drain: ms(self.talos_drain_timeout_ms, upstream.drain),
+            cordon: ms(self.talos_cordon_timeout_ms, upstream.cordon),
+            retry: ms(self.talos_eviction_retry_ms, upstream.retry),
+        }
+    }
 }
 
 /// `--base-address`: an address, or `auto` for a free block.
@@ -274,6 +298,7 @@ impl Layout {
                 .reboot_downtime_ms
                 .map_or(d.reboot_downtime, Duration::from_millis),
             bootstrap_settle: Duration::from_millis(process.bootstrap_settle_ms),
+            talos_drain: process.talos_drain(d.talos_drain),
             control_address: process.control_address,
             state_dir: None,
             in_memory: false,
@@ -348,6 +373,24 @@ mod tests {
         assert_eq!(cfg.bootstrap_settle, Duration::from_millis(2000));
         assert_eq!(cfg.control_address, None);
         assert_eq!(cfg.address_blocks, None);
+        assert_eq!(cfg.talos_drain, DrainTimes::UPSTREAM);
+        let run = Cli::parse_from([
+            "talos-sim",
+            "--talos-drain-timeout-ms",
+            "2000",
+            "--talos-eviction-retry-ms",
+            "100",
+        ])
+        .run;
+        let drain = run.layout.config(&run.process).unwrap().talos_drain;
+        assert_eq!(
+            drain,
+            DrainTimes {
+                drain: Duration::from_secs(2),
+                retry: Duration::from_millis(100),
+                ..DrainTimes::UPSTREAM
+            }
+        );
 
         let flags = [
             "--control-planes",

@@ -27,7 +27,7 @@ fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         None => lifecycle::run_flags(cli.run),
-        Some(Command::Up(a)) => lifecycle::up(a),
+        Some(Command::Up(a)) => lifecycle::up(*a),
         Some(Command::Stop {
             state_dir,
             timeout_secs,
