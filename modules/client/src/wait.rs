@@ -310,6 +310,10 @@ pub struct SequenceFailure {
     /// The node's own words, such as `sequence failed: error running phase 9 in upgrade
     /// sequence: …`.
     pub message: String,
+    /// The last phase the sequence had started (`drain`, `leave`, ...), from its PhaseEvents:
+    /// the one that failed, since a sequence runs its phases one after another. None when the
+    /// node published no phase.
+    pub phase: Option<String>,
 }
 
 /// Waits for the failure of the sequence `actor_id` started: upstream's controller publishes a
@@ -318,9 +322,10 @@ pub struct SequenceFailure {
 /// `talosctl upgrade --wait` tells a failed legacy upgrade from a slow one. Replays what the node
 /// buffered first, so a failure published before the watch started is still seen. Never returns
 /// while the node keeps quiet or goes away (a reboot ends the stream): race it against the wait
-/// for the reboot.
+/// for the reboot. The controller publishes a PhaseEvent START before each phase with the same
+/// actor id (`runPhase` in the same file), which is how the failed phase is known.
 pub async fn sequence_failure(client: &TalosClient, actor_id: &str) -> SequenceFailure {
-    use ferro_talos_proto::machine::{EventsRequest, SequenceEvent};
+    use ferro_talos_proto::machine::{EventsRequest, PhaseEvent, SequenceEvent, phase_event};
     use prost::Message;
     let request = EventsRequest {
         tail_events: -1,
@@ -330,16 +335,25 @@ pub async fn sequence_failure(client: &TalosClient, actor_id: &str) -> SequenceF
     let Ok(mut events) = client.events(request).await else {
         return std::future::pending().await;
     };
+    let mut phase = None;
     // The stream is open for as long as the node is up; a quiet minute is no reason to stop.
     loop {
         match events.next(Duration::from_secs(3600)).await {
             Ok(Some(event)) => {
-                let Some(data) = event
-                    .data
-                    .filter(|d| d.type_url == "talos/runtime/machine.SequenceEvent")
-                else {
+                let Some(data) = event.data else {
                     continue;
                 };
+                if data.type_url == "talos/runtime/machine.PhaseEvent" {
+                    if let Ok(p) = PhaseEvent::decode(data.value.as_slice())
+                        && p.action == phase_event::Action::Start as i32
+                    {
+                        phase = Some(p.phase);
+                    }
+                    continue;
+                }
+                if data.type_url != "talos/runtime/machine.SequenceEvent" {
+                    continue;
+                }
                 let Ok(seq) = SequenceEvent::decode(data.value.as_slice()) else {
                     continue;
                 };
@@ -347,6 +361,7 @@ pub async fn sequence_failure(client: &TalosClient, actor_id: &str) -> SequenceF
                     return SequenceFailure {
                         sequence: seq.sequence,
                         message: error.message,
+                        phase,
                     };
                 }
             }
