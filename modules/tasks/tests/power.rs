@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use common::{Module, Sim, run, run_ok};
 use ferro_talos_tasks::{
-    talos_apply, talos_bootstrap, talos_config, talos_health, talos_reset, talos_shutdown,
+    talos_apply, talos_bootstrap, talos_config, talos_health, talos_reboot, talos_reset,
+    talos_shutdown,
 };
 use serde_json::{Value, json};
 
@@ -31,6 +32,11 @@ const HEALTH: Module = Module {
     name: "talos_health",
     spec: talos_health::spec,
     run: talos_health::run,
+};
+const REBOOT: Module = Module {
+    name: "talos_reboot",
+    spec: talos_reboot::spec,
+    run: talos_reboot::run,
 };
 const RESET: Module = Module {
     name: "talos_reset",
@@ -248,4 +254,112 @@ fn talos_reset_of_a_statically_addressed_node_says_it_returns_on_dhcp() {
         },
     );
     assert_ne!(sim.node(1), old, "the node kept its static address");
+}
+
+/// What the API server saw of Node `name`, in order: cordons, evictions, reboots.
+fn kube_log(sim: &Sim, name: &str) -> Vec<(String, String)> {
+    sim.cluster().kube_snapshot()["log"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .filter(|e| e["node"] == name)
+        .map(|e| {
+            (
+                e["action"].as_str().unwrap_or_default().to_string(),
+                e["pod"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// `talosctl reboot --drain` (`cmd/talosctl/cmd/talos/reboot.go` @ v1.14.1, also in v1.13.9):
+/// cordon and evict the node's pods first (`drainNodes`, `--drain-timeout` 5 minutes), reboot and
+/// wait (`--drain` forces `--wait`), then wait for the Node to be Ready and uncordon it
+/// (`uncordonNodes`). The module does the same with talos_upgrade's drain; check mode names the
+/// pods it would evict and touches nothing.
+#[test]
+fn talos_reboot_with_drain_cordons_evicts_reboots_and_uncordons() {
+    let sim = Sim::start(1, 2);
+    let secrets = bootstrapped(&sim);
+    sim.cluster()
+        .add_workload("default", "web", 2, Some(1))
+        .expect("the workload is added");
+    let name = sim.cluster().nodes()[1].hostname.to_lowercase();
+    let web_here = || -> Vec<String> {
+        sim.cluster().kube_snapshot()["pods"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .filter(|p| {
+                p["spec"]["nodeName"] == name.as_str()
+                    && p["metadata"]["name"]
+                        .as_str()
+                        .is_some_and(|n| n.starts_with("web-"))
+            })
+            .map(|p| format!("default/{}", p["metadata"]["name"].as_str().unwrap_or("")))
+            .collect()
+    };
+    wait_for("a web pod on the worker", Duration::from_secs(10), || {
+        !web_here().is_empty()
+    });
+    let on_worker = web_here();
+    let args = json!({
+        "node": sim.node(1), "secrets_file": secrets, "timeout": 60, "drain": true,
+    });
+    let before = sim.world();
+    let check = run(&REBOOT, &args, common::Run::Check);
+    assert!(!check.failed(), "{}", check.json);
+    assert_eq!(sim.world(), before, "check mode changed something");
+    let evict: Vec<&str> = check.json["drain"]["evict"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|p| p["pod"].as_str()).collect())
+        .unwrap_or_default();
+    assert!(
+        on_worker.iter().all(|p| evict.contains(&p.as_str())),
+        "{on_worker:?} not all in {}",
+        check.json
+    );
+    let msg = check.json["msg"].as_str().unwrap_or_default();
+    assert!(
+        msg.contains("would drain Node") && msg.contains("reboot"),
+        "{msg}"
+    );
+    assert!(
+        kube_log(&sim, &name).is_empty(),
+        "{:?}",
+        kube_log(&sim, &name)
+    );
+
+    let boot_before = sim.cluster().nodes()[1].boot_id.clone();
+    let result = run_ok(&REBOOT, &args);
+    assert_ne!(sim.cluster().nodes()[1].boot_id, boot_before, "{result}");
+    assert_eq!(result["drain"]["uncordoned"], json!(true), "{result}");
+    let log = kube_log(&sim, &name);
+    let actions: Vec<&str> = log.iter().map(|(a, _)| a.as_str()).collect();
+    assert_eq!(actions.first(), Some(&"cordon"), "{actions:?}");
+    assert_eq!(actions.last(), Some(&"uncordon"), "{actions:?}");
+    let down = actions
+        .iter()
+        .position(|a| *a == "node_down")
+        .expect("a reboot");
+    let evicted: Vec<&str> = log
+        .iter()
+        .take(down)
+        .filter(|(a, _)| a == "evict")
+        .map(|(_, p)| p.as_str())
+        .collect();
+    assert!(
+        on_worker.iter().all(|p| evicted.contains(&p.as_str())),
+        "{on_worker:?} not evicted before the reboot: {actions:?}"
+    );
+
+    // Without wait there is no uncordon: refused, as talosctl forces --wait.
+    let mut no_wait = args.clone();
+    no_wait["wait"] = json!(false);
+    let refused = run(&REBOOT, &no_wait, common::Run::Check);
+    assert!(refused.failed(), "{}", refused.json);
+    let msg = refused.msg().unwrap_or_default();
+    assert!(msg.contains("drain") && msg.contains("wait"), "{msg}");
 }
