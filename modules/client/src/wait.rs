@@ -343,6 +343,13 @@ pub struct SequenceFailure {
     pub phases: Vec<String>,
 }
 
+impl SequenceFailure {
+    /// The phase that failed: the last one the sequence started (None when it named none).
+    pub fn failed_phase(&self) -> Option<&str> {
+        self.phases.last().map(String::as_str)
+    }
+}
+
 /// Waits for the failure of the sequence `actor_id` started: upstream's controller publishes a
 /// SequenceEvent with an error and that actor id when a background sequence fails
 /// (`internal/app/machined/pkg/runtime/v1alpha1/v1alpha1_controller.go`, Run), which is how

@@ -216,6 +216,35 @@ impl StoredConfig {
             .map(String::from)
     }
 
+    /// The IPv4 addresses the config sets on the node's links: v1alpha1's
+    /// `machine.network.interfaces[].addresses` (and the older `cidr`, and each VLAN's), and the
+    /// `addresses[].address` of the link documents (`LinkConfig`, `BondConfig`, `VLANConfig`, ...:
+    /// `CommonLinkConfig` in `pkg/machinery/config/types/network/link.go` @ v1.14.1).
+    pub fn static_addresses(&self) -> Vec<std::net::Ipv4Addr> {
+        fn ip(cidr: &Value) -> Option<std::net::Ipv4Addr> {
+            cidr.as_str()?.split('/').next()?.parse().ok()
+        }
+        fn strings(v: Option<&Value>) -> Vec<&Value> {
+            v.and_then(Value::as_array).into_iter().flatten().collect()
+        }
+        let mut out = Vec::new();
+        for iface in strings(self.v1(&["machine", "network", "interfaces"])) {
+            let vlans = strings(iface.get("vlans"));
+            for link in std::iter::once(iface).chain(vlans) {
+                out.extend(strings(link.get("addresses")).into_iter().filter_map(ip));
+                out.extend(link.get("cidr").and_then(ip));
+            }
+        }
+        for doc in self.docs().iter().filter(|d| d.get("kind").is_some()) {
+            out.extend(
+                strings(doc.get("addresses"))
+                    .into_iter()
+                    .filter_map(|a| a.get("address").and_then(ip)),
+            );
+        }
+        out
+    }
+
     /// Talos's checks as far as `ferro-talos-config` knows them, plus the CA key a control plane
     /// needs to sign apid's certificate. `Ok(warnings)` or `Err(message)`.
     pub fn validate(&self, maintenance: bool) -> Result<Vec<String>, String> {

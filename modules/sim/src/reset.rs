@@ -13,15 +13,21 @@
 //!
 //! Validation errors are plain Go errors there, so they reach a client as code Unknown.
 
+use std::net::Ipv4Addr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use ferro_talos_proto::common;
 use ferro_talos_proto::machine as pb;
 use ferro_talos_proto::machine::reset_request::WipeMode;
 use ferro_talos_proto::machine::{ResetPartitionSpec, ResetRequest};
 use tonic::Status;
 
-use crate::state::{Node, Shared, Stage, machine_status_event, sequence_event, task_event};
+use crate::shutdown::empty_phase;
+use crate::state::{
+    EtcdRefusal, Node, Shared, Stage, State, machine_status_event, phase_event,
+    sequence_error_event, sequence_event, task_event,
+};
 
 /// The system volumes a reset can name (upstream's system VolumeConfigs:
 /// `internal/app/machined/pkg/controllers/block/internal/volumes/volumeconfig/system_volumes.go`).
@@ -104,35 +110,26 @@ pub fn plan(node: &Node, req: &ResetRequest) -> Result<ResetPlan, Status> {
     })
 }
 
-/// The Reset sequence, after the handler has answered.
+/// The Reset sequence, after the handler has answered: its phases in upstream's order
+/// (`v1alpha1_sequencer.go` Reset @ v1.13.9 and v1.14.1): `drain` (graceful; Talos's own drain,
+/// whose failure is only logged), `cleanup` (the pods removed and the kubelet stopped, or only
+/// stopped without graceful), `preShutdown` (1.14) and `dbus`, `leave` (graceful, control planes),
+/// then the wipe and the reboot or power-off. `leave` is not wrapped in an error handler: when
+/// etcd refuses, the sequence fails there, after the pods and the kubelet are gone and before
+/// anything is wiped, and machined's fatal-error path reboots the node (`crate::fatal`), which
+/// comes back with its config and its etcd member.
 pub fn run(shared: &Arc<Shared>, idx: usize, plan: ResetPlan, actor: String) {
     let shared = shared.clone();
     tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(100)).await;
+        use pb::phase_event::Action as P;
         use pb::sequence_event::Action as A;
-        {
+        let (leave, refusal) = {
             let mut st = shared.lock();
             let Some(n) = st.nodes.get_mut(idx) else {
                 return;
             };
             n.stage = Stage::Resetting;
-            shared.publish(&mut st, idx, &actor, sequence_event("reset", A::Start));
-            shared.publish(
-                &mut st,
-                idx,
-                &actor,
-                machine_status_event(Stage::Resetting, false),
-            );
-        }
-        if plan.graceful {
-            // The drain comes first and never stops the reset (upstream logs its errors).
-            let _ = crate::kube::cordon_and_drain(&shared, idx).await;
-        }
-        {
-            let mut st = shared.lock();
-            let Some(n) = st.nodes.get(idx) else {
-                return;
-            };
             let leave = plan.graceful && n.is_control_plane() && n.etcd_data;
             // Leaving fails where etcd is down here, or where etcd refuses to let this member
             // go (the last one, or a live one whose going breaks the active quorum).
@@ -141,23 +138,92 @@ pub fn run(shared: &Arc<Shared>, idx: usize, plan: ResetPlan, actor: String) {
                 .as_ref()
                 .and_then(|ms| ms.iter().find(|m| m.node == idx))
                 .map(|m| m.id);
-            let etcd_down = st.nodes[idx].etcd_stopped()
-                || own_id.is_some_and(|id| st.may_remove_member(idx, id).is_err());
-            if leave && etcd_down {
-                // Leaving etcd fails, which aborts the whole sequence upstream: nothing is wiped.
-                shared.publish(&mut st, idx, &actor, sequence_event("reset", A::Stop));
-                st.nodes[idx].stage = Stage::Running;
-                shared.publish(
-                    &mut st,
-                    idx,
-                    &actor,
-                    machine_status_event(Stage::Running, true),
-                );
-                return;
+            let refusal = match own_id {
+                _ if st.nodes[idx].etcd_stopped() => Some(format!(
+                    "failed to remove member {}: {}",
+                    own_id.unwrap_or_default(),
+                    EtcdRefusal::Unhealthy.text()
+                )),
+                Some(id) => st
+                    .may_remove_member(idx, id)
+                    .err()
+                    .map(|r| format!("failed to remove member {id}: {}", r.text())),
+                None => None,
+            };
+            shared.publish(&mut st, idx, &actor, sequence_event("reset", A::Start));
+            shared.publish(
+                &mut st,
+                idx,
+                &actor,
+                machine_status_event(Stage::Resetting, false),
+            );
+            if plan.graceful {
+                shared.publish(&mut st, idx, &actor, phase_event("drain", P::Start));
+            }
+            (leave, refusal)
+        };
+        if plan.graceful {
+            // The drain comes first and never stops the reset (upstream logs its errors).
+            let _ = crate::shutdown::talos_drain(&shared, idx).await;
+        }
+        let aborted = {
+            let mut st = shared.lock();
+            let mut phases = Vec::new();
+            if plan.graceful {
+                shared.publish(&mut st, idx, &actor, phase_event("drain", P::Stop));
+                phases.push("drain");
+            }
+            phases.push("cleanup");
+            if crate::version::minor(&st.nodes[idx].version) >= 14 {
+                phases.push("preShutdown");
+            }
+            phases.push("dbus");
+            for phase in &phases[usize::from(plan.graceful)..] {
+                empty_phase(&shared, &mut st, idx, &actor, phase);
             }
             if leave {
-                st.leave_etcd(idx);
+                shared.publish(&mut st, idx, &actor, phase_event("leave", P::Start));
+                phases.push("leave");
             }
+            match (leave, refusal) {
+                (true, Some(why)) => {
+                    // LeaveEtcd fails, which fails the whole sequence upstream: nothing is wiped.
+                    shared.publish(&mut st, idx, &actor, phase_event("leave", P::Stop));
+                    shared.publish(&mut st, idx, &actor, sequence_event("reset", A::Stop));
+                    let message = format!(
+                        "sequence failed: error running phase {} in reset sequence: task 1/1: failed, \
+                         failed to leave cluster: {why}",
+                        phases.len()
+                    );
+                    shared.publish(
+                        &mut st,
+                        idx,
+                        &actor,
+                        sequence_error_event("reset", common::Code::Fatal, &message),
+                    );
+                    st.nodes[idx].stage = Stage::Rebooting;
+                    shared.publish(
+                        &mut st,
+                        idx,
+                        &actor,
+                        machine_status_event(Stage::Rebooting, false),
+                    );
+                    true
+                }
+                (true, None) => {
+                    st.leave_etcd(idx);
+                    shared.publish(&mut st, idx, &actor, phase_event("leave", P::Stop));
+                    false
+                }
+                (false, _) => false,
+            }
+        };
+        if aborted {
+            crate::fatal::handle(&shared, idx, actor, crate::fatal::Afterwards::Reboot);
+            return;
+        }
+        {
+            let mut st = shared.lock();
             // talosctl reset --wait counts this task as done (before anything is wiped).
             shared.publish(
                 &mut st,
@@ -172,6 +238,13 @@ pub fn run(shared: &Arc<Shared>, idx: usize, plan: ResetPlan, actor: String) {
             let Some(n) = st.nodes.get_mut(idx) else {
                 return;
             };
+            // A config that set the node's address goes with STATE: the node boots without one,
+            // and without a config Talos runs DHCP on every physical link
+            // (`internal/app/machined/pkg/controllers/network/operator_config.go` @ v1.14.1).
+            let static_address = n
+                .persisted
+                .as_ref()
+                .is_some_and(|c| c.static_addresses().contains(&n.address));
             match &plan.system {
                 SystemWipe::WholeDisk => {
                     n.installed = false;
@@ -193,6 +266,10 @@ pub fn run(shared: &Arc<Shared>, idx: usize, plan: ResetPlan, actor: String) {
                         }
                     }
                 }
+            }
+            if static_address && n.persisted.is_none() {
+                let lease = dhcp_lease(&st, idx);
+                st.nodes[idx].faults.next_address = Some(lease);
             }
             if !plan.user_disks.is_empty() {
                 // The simulated data disks hold nothing the simulator tracks; the task shows in
@@ -218,4 +295,16 @@ pub fn run(shared: &Arc<Shared>, idx: usize, plan: ResetPlan, actor: String) {
             shared.power_off(idx, actor);
         }
     });
+}
+
+/// The address a DHCP server leases node `idx` when it boots without its static one: the
+/// highest host of its /24 that no node of the cluster uses. The simulator moves a node to
+/// another address at its next boot through `faults.next_address`, as a test does.
+fn dhcp_lease(st: &State, idx: usize) -> Ipv4Addr {
+    let [a, b, c, _] = st.nodes[idx].address.octets();
+    (1..=254u8)
+        .rev()
+        .map(|host| Ipv4Addr::new(a, b, c, host))
+        .find(|addr| st.nodes.iter().all(|n| n.address != *addr))
+        .unwrap_or(st.nodes[idx].address)
 }

@@ -994,54 +994,6 @@ impl Shared {
         });
     }
 
-    /// MachineService/Shutdown's sequence, after the handler has answered with the actor id
-    /// (`internal/app/machined/internal/server/v1alpha1/v1alpha1_server.go` Shutdown and
-    /// `internal/app/machined/pkg/runtime/v1alpha1/v1alpha1_sequencer.go` Shutdown @ v1.13.9):
-    /// the "shutdown" sequence starts, without `force` the node cordons and drains itself
-    /// (`CordonAndDrainNode`, whose failures upstream only logs), its services stop
-    /// (`stopAllServices`, what `talosctl shutdown --wait` waits for), and it powers off.
-    pub fn shut_down(self: &Arc<Self>, idx: usize, actor_id: String, drain: bool) {
-        let shared = self.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            {
-                let mut st = shared.lock();
-                use pb::sequence_event::Action as A;
-                shared.publish(
-                    &mut st,
-                    idx,
-                    &actor_id,
-                    sequence_event("shutdown", A::Start),
-                );
-                shared.publish(
-                    &mut st,
-                    idx,
-                    "",
-                    machine_status_event(Stage::ShuttingDown, false),
-                );
-                let Some(n) = st.nodes.get_mut(idx) else {
-                    return;
-                };
-                n.stage = Stage::ShuttingDown;
-            }
-            if drain {
-                // Ok or Err(reason); this sequence does not act on a failed drain yet.
-                let _ = crate::kube::cordon_and_drain(&shared, idx).await;
-            }
-            {
-                let mut st = shared.lock();
-                shared.publish(
-                    &mut st,
-                    idx,
-                    &actor_id,
-                    task_event("stopAllServices", pb::task_event::Action::Start),
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            shared.power_off(idx, actor_id);
-        });
-    }
-
     /// Node index for a routing target: one of its addresses or its hostname.
     pub fn resolve(&self, target: &str) -> Option<usize> {
         let st = self.lock();

@@ -154,7 +154,7 @@ pub async fn node_mode(
     }
 }
 
-fn host_of(addr: &str) -> &str {
+pub(crate) fn host_of(addr: &str) -> &str {
     let a = addr.trim_start_matches("https://");
     if let Some(rest) = a.strip_prefix('[') {
         return rest.split(']').next().unwrap_or(rest);

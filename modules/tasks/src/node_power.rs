@@ -80,24 +80,143 @@ pub async fn configured_client(
     }
 }
 
-/// Probes the node until it is `wanted` (back in maintenance mode, or down: powered off or left
-/// without a bootable disk); the last state seen otherwise.
-pub async fn wait_for_probe(
+/// What the task's own path to a node says about it now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Seen {
+    /// It answers with the cluster's credentials: it runs its config.
+    Configured,
+    /// It answers as a node in maintenance mode.
+    Maintenance,
+    /// It does not answer where the task reaches it: powered off, rebooting, nothing to boot.
+    Gone(String),
+    /// The path itself is broken (the endpoint does not answer), so nothing can be said about
+    /// the node: why, in words.
+    Unknown(String),
+}
+
+impl Seen {
+    fn describe(&self) -> String {
+        match self {
+            Seen::Configured => "it still answers with its config".into(),
+            Seen::Maintenance => "it answers in maintenance mode".into(),
+            Seen::Gone(why) | Seen::Unknown(why) => why.clone(),
+        }
+    }
+}
+
+/// What a wait waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Want {
+    /// The node no longer answers: powered off, or left without a bootable disk.
+    Down,
+    /// The node answers in maintenance mode.
+    Maintenance,
+    /// Either: the node left its address; if it comes back there at all, it is in maintenance mode.
+    DownOrMaintenance,
+}
+
+impl Want {
+    fn met_by(self, seen: &Seen) -> bool {
+        matches!(
+            (self, seen),
+            (Want::Down | Want::DownOrMaintenance, Seen::Gone(_))
+                | (
+                    Want::Maintenance | Want::DownOrMaintenance,
+                    Seen::Maintenance
+                )
+        )
+    }
+}
+
+/// Asks about the node the way the task reaches it. Directly, a probe tells. Through an endpoint
+/// (`node` routing), the endpoint's apid dials the node for us: while the node answers, the call
+/// succeeds; once the node is gone, apid answers the call itself with Unavailable and grpc-go's
+/// dial error (`internal/app/apid/pkg/backend/apid.go` GetConnection, `director/director.go`
+/// singleDirector @ v1.14.1: one backend per `node`, the backend's connection error returned as
+/// the call's). So a failure of the routed call means "down" only when the endpoint itself still
+/// answers; a controller that cannot reach the node directly learns nothing from probing it.
+/// A node back in maintenance mode fails the endpoint's TLS verification (`NotInCluster`).
+pub async fn look(target: &Target, creds: Option<&Credentials>, opts: &ConnectOptions) -> Seen {
+    let mut opts = opts.clone();
+    // One answer per poll: the wait itself is the retry.
+    opts.read_retries = 0;
+    let (true, Some(creds)) = (target.routed(), creds) else {
+        return match probe(target.maintenance_address(), &opts).await {
+            Ok(NodeMode::Configured) => Seen::Configured,
+            Ok(NodeMode::Maintenance) => Seen::Maintenance,
+            Ok(NodeMode::Unreachable) => Seen::Gone(format!(
+                "nothing answers at {}",
+                target.maintenance_address()
+            )),
+            Err(e) => Seen::Unknown(e.to_string()),
+        };
+    };
+    let routed = match connection::connect(target, creds, opts.clone()).await {
+        Ok(client) => client.version().await.map(|_| ()),
+        Err(e) => Err(e),
+    };
+    let e = match routed {
+        Ok(()) => return Seen::Configured,
+        Err(e) if e.kind == ErrorKind::NotInCluster => return Seen::Maintenance,
+        Err(e) => e,
+    };
+    if !matches!(
+        e.kind,
+        ErrorKind::Unreachable | ErrorKind::ConnectionClosed | ErrorKind::Timeout
+    ) {
+        return Seen::Unknown(e.to_string());
+    }
+    let endpoint_answers = match TalosClient::connect(&target.endpoint, creds, opts).await {
+        Ok(client) => client.version().await.map(|_| ()),
+        Err(e) => Err(e),
+    };
+    match endpoint_answers {
+        Ok(()) => Seen::Gone(format!(
+            "{} answers, but reaches no {} ({})",
+            target.endpoint, target.node, e.message
+        )),
+        Err(endpoint) => Seen::Unknown(format!(
+            "the endpoint {} does not answer either, so whether {} is down cannot be told ({})",
+            target.endpoint, target.node, endpoint.message
+        )),
+    }
+}
+
+/// Asks the node (see [`look`]) until it is what `want` says; the last state seen otherwise.
+pub async fn wait_until(
     target: &Target,
+    creds: Option<&Credentials>,
     opts: &ConnectOptions,
     deadline: Instant,
-    wanted: NodeMode,
-) -> Result<(), String> {
+    want: Want,
+) -> Result<Seen, String> {
     let mut last = String::from("no answer yet");
     while Instant::now() < deadline {
-        match probe(target.maintenance_address(), opts).await {
-            Ok(mode) if mode == wanted => return Ok(()),
-            Ok(mode) => last = format!("{mode:?}").to_lowercase(),
-            Err(e) => last = e.to_string(),
+        let seen = look(target, creds, opts).await;
+        if want.met_by(&seen) {
+            return Ok(seen);
         }
+        last = seen.describe();
         tokio::time::sleep(POLL).await;
     }
     Err(last)
+}
+
+/// The stage the node's MachineStatus reports, in words (`shutting down`), when it answers.
+pub async fn stage(target: &Target, creds: &Credentials, opts: &ConnectOptions) -> Option<String> {
+    let client = connection::connect(target, creds, opts.clone())
+        .await
+        .ok()?;
+    let status = client.machine_status().await.ok()?;
+    Some(stage_words(status.stage))
+}
+
+fn stage_words(stage: MachineStage) -> String {
+    stage
+        .as_str_name()
+        .trim_start_matches("MACHINE_STAGE_")
+        .replace('_', " ")
+        .to_lowercase()
 }
 
 /// After a reboot: asks the node's MachineStatus until it is RUNNING and ready, which is what
@@ -123,13 +242,7 @@ pub async fn wait_until_ready(
                     .iter()
                     .map(|(name, why)| format!("{name}: {why}"))
                     .collect();
-                last = format!(
-                    "stage {}",
-                    s.stage
-                        .as_str_name()
-                        .trim_start_matches("MACHINE_STAGE_")
-                        .to_lowercase()
-                );
+                last = format!("stage {}", stage_words(s.stage));
                 if !unmet.is_empty() {
                     last = format!("{last}, not ready ({})", unmet.join("; "));
                 }

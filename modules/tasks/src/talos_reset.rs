@@ -10,16 +10,21 @@
 //! EPHEMERAL`); USER_DISKS wipes only the disks named and keeps the config. Reset is admin-only,
 //! so a node in maintenance mode refuses it.
 
+use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Opt, Params, Spec, Type};
 use ferro_talos_client::proto::machine::{ResetPartitionSpec, ResetRequest, reset_request};
-use ferro_talos_client::{ConnectOptions, Credentials, NodeMode, wait_for_reboot};
-use serde_json::json;
+use ferro_talos_client::{
+    ConnectOptions, Credentials, NodeMode, SequenceFailure, sequence_failure, wait_for_reboot,
+};
+use ferro_talos_config::MachineConfig;
+use serde_json::{Value, json};
 
 use crate::connection::{self, Target, client_error, with_connection_options};
 use crate::kube_access::KubeCredentials;
-use crate::node_power;
+use crate::live_config;
+use crate::node_power::{self, Seen, Want};
 use crate::node_removal;
 
 /// The value `confirm` must have for a reset that keeps the installation.
@@ -168,7 +173,9 @@ pub fn spec() -> Spec {
 pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
     let plan = plan(p)?;
     let target = Target::from_params(p)?;
-    let opts = connection::connect_options(p, Duration::from_secs(60))?;
+    let mut opts = connection::connect_options(p, Duration::from_secs(60))?;
+    // The sequence's events are watched for as long as the task waits.
+    opts.stream_timeout = plan.timeout + Duration::from_secs(30);
     let creds = connection::credentials(ctx, p)?;
     let kube_creds = match plan.kubernetes_node {
         KubernetesNode::Delete => KubeCredentials::from_params(ctx, p)?,
@@ -327,6 +334,30 @@ async fn reset(
             json!({"name": k.name, "deleted": false, "existed": exists}),
         );
     }
+    // Only the config's own addresses go with it; kernel arguments and platform ones stay.
+    let static_address = match plan.wipe {
+        Wipe::Maintenance | Wipe::SystemDisk => match live_config::read(&client).await {
+            Ok(config) => static_address_of(&config, connection::host_of(&node)),
+            // Not knowing changes nothing about the reset; the wait then looks at the old address.
+            Err(_) => None,
+        },
+        Wipe::UserDisks | Wipe::Ephemeral => None,
+    };
+    if let Some(s) = &static_address {
+        ctx.warn(format!(
+            "{node}: its address {} is set in its machine config ({}); the reset wipes that config \
+             with STATE, and a node without a config takes its addresses from DHCP on every link, \
+             so it comes back in maintenance mode most likely on another address: find it on the \
+             machine's console (the Talos dashboard shows it) or in your DHCP server's leases (by \
+             the machine's MAC address), then apply its config there (ferro.talos.talos_apply \
+             with node set to that address)",
+            s.address, s.source
+        ));
+        result = result.with(
+            "static_address",
+            json!({"address": s.address, "source": s.source}),
+        );
+    }
     if ctx.check_mode {
         let node_words = kube_node
             .as_ref()
@@ -335,10 +366,11 @@ async fn reset(
         return Ok(result.msg(format!("would {}{node_words}", plan.summary(&node))));
     }
     let old_boot_id = client.boot_id().await.unwrap_or(None);
-    client
+    let actor_id = client
         .reset(plan.request())
         .await
         .map_err(|e| client_error(ctx, e))?;
+    result = result.with("actor_id", actor_id.clone());
     if plan.wipe == Wipe::SystemDisk {
         ctx.warn(format!(
             "{node}: its system disk is wiped, bootloader included; it boots again only from \
@@ -352,27 +384,58 @@ async fn reset(
         )));
     }
     let deadline = Instant::now() + plan.timeout;
-    let outcome = match (plan.reboot, plan.wipe) {
-        (true, Wipe::Maintenance) => {
-            node_power::wait_for_probe(target, &opts, deadline, NodeMode::Maintenance)
-                .await
-                .map(|()| "it is back in maintenance mode".to_string())
-        }
-        (true, Wipe::UserDisks | Wipe::Ephemeral) => wait_for_reboot(
-            &target.endpoint,
-            target.routed().then_some(node.as_str()),
-            &creds,
-            old_boot_id.as_deref(),
-            plan.timeout,
-            Duration::from_millis(500),
-        )
-        .await
-        .map(|_| "it is back with its config".to_string())
-        .map_err(|e| e.message),
-        // Powered off, or nothing left to boot: the outcome is that it stops answering.
-        _ => node_power::wait_for_probe(target, &opts, deadline, NodeMode::Unreachable)
+    let waited = async {
+        match (plan.reboot, plan.wipe) {
+            // The old address is gone with the config: the node is not looked for there.
+            (true, Wipe::Maintenance) if static_address.is_some() => node_power::wait_until(
+                target,
+                Some(&creds),
+                &opts,
+                deadline,
+                Want::DownOrMaintenance,
+            )
             .await
-            .map(|()| "it no longer answers".to_string()),
+            .map(|seen| match seen {
+                Seen::Maintenance => format!(
+                    "it is back in maintenance mode at {} (its DHCP server leased it the same \
+                     address)",
+                    connection::host_of(&node)
+                ),
+                _ => format!(
+                    "it left {}: it boots into maintenance mode on DHCP, at an address this task \
+                     cannot know",
+                    connection::host_of(&node)
+                ),
+            }),
+            (true, Wipe::Maintenance) => {
+                node_power::wait_until(target, Some(&creds), &opts, deadline, Want::Maintenance)
+                    .await
+                    .map(|_| "it is back in maintenance mode".to_string())
+            }
+            (true, Wipe::UserDisks | Wipe::Ephemeral) => wait_for_reboot(
+                &target.endpoint,
+                target.routed().then_some(node.as_str()),
+                &creds,
+                old_boot_id.as_deref(),
+                plan.timeout,
+                Duration::from_millis(500),
+            )
+            .await
+            .map(|_| "it is back with its config".to_string())
+            .map_err(|e| e.message),
+            // Powered off, or nothing left to boot: the outcome is that it stops answering.
+            _ => node_power::wait_until(target, Some(&creds), &opts, deadline, Want::Down)
+                .await
+                .map(|_| "it no longer answers".to_string()),
+        }
+    };
+    tokio::pin!(waited);
+    // A sequence that fails is reported by the node before anything else happens to it.
+    let outcome = tokio::select! {
+        outcome = &mut waited => outcome,
+        failed = sequence_failure(&client, &actor_id) => {
+            return Err(aborted(&node, &plan, &failed));
+        }
     };
     match outcome {
         Ok(state) => {
@@ -406,13 +469,170 @@ async fn reset(
             "reset {node} ({}), but {} within {}s (last: {last}); check its console",
             plan.wiped().join(", "),
             match (plan.reboot, plan.wipe) {
+                (true, Wipe::Maintenance) if static_address.is_some() => {
+                    "it did not leave its address"
+                }
                 (true, Wipe::Maintenance) => "it was not back in maintenance mode",
                 (true, Wipe::UserDisks | Wipe::Ephemeral) => "it was not back with its config",
                 _ => "it did not go down",
             },
             plan.timeout.as_secs()
         ))
-        .with("node", node)
+        .with("node", node.clone())
         .changed(true)),
+    }
+}
+
+/// Talos stopped the reset: what it said, what it had done by then and what happens next. Any
+/// failed sequence is fatal to machined, which reboots the node
+/// (`internal/app/machined/main.go`; MachineStatus reads REBOOTING, `machine_status.go`).
+fn aborted(node: &str, plan: &Plan, failed: &SequenceFailure) -> ModuleError {
+    let before = match failed.failed_phase() {
+        // Reset's phases @ v1.13.9 and v1.14.1: drain, cleanup, (preShutdown,) dbus, leave, and
+        // only then the wipe.
+        Some("leave") => format!(
+            "nothing was wiped ({} intact), but Talos had already cordoned and drained its Node, \
+             removed its pods and stopped its kubelet. Talos treats a failed sequence as fatal \
+             and reboots the node, which comes back with its config, still an etcd member (Talos \
+             uncordons its Node as it boots). Make etcd healthy first (talos_health shows its \
+             members), or set graceful: false to reset it without leaving etcd (then remove its \
+             member with ferro.talos.talos_etcd_member)",
+            plan.wiped().join(", ")
+        ),
+        Some(phase) => format!(
+            "the phases before {phase} had run (the drain and the removal of its pods come first, \
+             the wipe after leaving etcd), and Talos treats a failed sequence as fatal and reboots \
+             the node: check what is left on its console (talosctl -n {node} dmesg)"
+        ),
+        None => format!(
+            "Talos treats a failed sequence as fatal and reboots the node: check what is left on \
+             its console (talosctl -n {node} dmesg)"
+        ),
+    };
+    let phase = failed
+        .failed_phase()
+        .map(|p| format!(" in its {p} phase"))
+        .unwrap_or_default();
+    ModuleError::new(format!(
+        "Talos stopped the reset of {node}{phase}: {}; {before}",
+        failed.message
+    ))
+    .with("node", node.to_string())
+    .with(
+        "sequence_error",
+        json!({"phase": failed.failed_phase(), "message": failed.message}),
+    )
+    .changed(true)
+}
+
+/// An address of the node that its machine config sets, and where.
+#[derive(Debug, PartialEq, Eq)]
+struct StaticAddress {
+    address: String,
+    source: String,
+}
+
+/// Whether `host` (the node's address as the task names it) is one its config sets: v1alpha1's
+/// `machine.network.interfaces[].addresses` (the older `cidr`, and each VLAN's), or the
+/// `addresses[].address` of a link document (`LinkConfig`, `BondConfig`, `VLANConfig`, ...,
+/// which share `CommonLinkConfig` in `pkg/machinery/config/types/network/link.go` @ v1.14.1).
+/// Without a config Talos runs DHCP on every physical link that the kernel arguments or the
+/// platform do not configure (`internal/app/machined/pkg/controllers/network/operator_config.go`
+/// @ v1.14.1), so such an address does not survive a wipe of STATE.
+fn static_address_of(config: &MachineConfig, host: &str) -> Option<StaticAddress> {
+    let wanted: IpAddr = host.parse().ok()?;
+    let matches = |cidr: &Value| {
+        cidr.as_str()
+            .and_then(|c| c.split('/').next())
+            .and_then(|ip| ip.parse::<IpAddr>().ok())
+            == Some(wanted)
+    };
+    let list = |v: Option<&Value>| -> Vec<Value> {
+        v.and_then(Value::as_array).cloned().unwrap_or_default()
+    };
+    let found = |source: String| {
+        Some(StaticAddress {
+            address: wanted.to_string(),
+            source,
+        })
+    };
+    let v1 = config.v1alpha1();
+    for iface in list(v1.and_then(|d| d.pointer("/machine/network/interfaces"))) {
+        let name = iface
+            .get("interface")
+            .and_then(Value::as_str)
+            .unwrap_or("?");
+        let here = format!("machine.network.interfaces[{name}]");
+        if list(iface.get("addresses")).iter().any(matches) {
+            return found(format!("{here}.addresses"));
+        }
+        if iface.get("cidr").is_some_and(matches) {
+            return found(format!("{here}.cidr"));
+        }
+        for vlan in list(iface.get("vlans")) {
+            let id = vlan.get("vlanId").map(Value::to_string).unwrap_or_default();
+            if list(vlan.get("addresses")).iter().any(matches)
+                || vlan.get("cidr").is_some_and(matches)
+            {
+                return found(format!("{here}.vlans[{id}]"));
+            }
+        }
+    }
+    for doc in &config.docs {
+        let Some(kind) = doc.get("kind").and_then(Value::as_str) else {
+            continue;
+        };
+        if list(doc.get("addresses"))
+            .iter()
+            .any(|a| a.get("address").is_some_and(matches))
+        {
+            let name = doc.get("name").and_then(Value::as_str).unwrap_or("?");
+            return found(format!("{kind} {name}"));
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(yaml: &str) -> MachineConfig {
+        MachineConfig::parse(yaml).expect("the test config parses")
+    }
+
+    #[test]
+    fn a_static_address_is_found_where_either_config_shape_sets_it() {
+        let v1 = config(
+            "version: v1alpha1\nmachine:\n  type: worker\n  network:\n    interfaces:\n      \
+             - interface: eth0\n        addresses: [10.0.0.5/24]\n      - interface: eth1\n        \
+             vlans:\n          - vlanId: 7\n            addresses: [10.7.0.5/24]\n",
+        );
+        assert_eq!(
+            static_address_of(&v1, "10.0.0.5"),
+            Some(StaticAddress {
+                address: "10.0.0.5".into(),
+                source: "machine.network.interfaces[eth0].addresses".into()
+            })
+        );
+        assert_eq!(
+            static_address_of(&v1, "10.7.0.5").map(|s| s.source),
+            Some("machine.network.interfaces[eth1].vlans[7]".into())
+        );
+        assert_eq!(static_address_of(&v1, "10.0.0.6"), None);
+        assert_eq!(static_address_of(&v1, "node-1.example.com"), None);
+        let link = config(
+            "version: v1alpha1\nmachine:\n  type: worker\n---\napiVersion: v1alpha1\nkind: \
+             LinkConfig\nname: enp1s0\naddresses:\n  - address: fd00::5/64\n",
+        );
+        assert_eq!(
+            static_address_of(&link, "fd00:0::5").map(|s| s.source),
+            Some("LinkConfig enp1s0".into())
+        );
+        let dhcp = config(
+            "version: v1alpha1\nmachine:\n  type: worker\n  network:\n    interfaces:\n      \
+             - interface: eth0\n        dhcp: true\n",
+        );
+        assert_eq!(static_address_of(&dhcp, "10.0.0.5"), None);
     }
 }

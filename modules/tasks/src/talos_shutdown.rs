@@ -1,12 +1,19 @@
 //! `talos_shutdown`: power a node off, and wait until it no longer answers.
 //!
-//! Upstream (tag v1.13.9 of siderolabs/talos): MachineService/Shutdown
+//! Upstream (tags v1.13.9 and v1.14.1 of siderolabs/talos): MachineService/Shutdown
 //! (`internal/app/machined/internal/server/v1alpha1/v1alpha1_server.go`) answers with an actor id
 //! at once; the "shutdown" sequence (`internal/app/machined/pkg/runtime/v1alpha1/
-//! v1alpha1_sequencer.go`) cordons and drains the node first unless `force` is set (a drain that
-//! fails is only logged), stops its pods and services, and powers off. `talosctl shutdown --wait`
-//! stops waiting at the `stopAllServices` task event; this module waits until the node stops
-//! answering, which is what a play that powers a rack down needs to know.
+//! v1alpha1_sequencer.go`) stores power-off as its intent, cordons and drains the node unless
+//! `force` is set, stops its pods and services, and powers off. Its drain has no error handler
+//! (Reset's has): when it fails (the Kubernetes API does not work for the node, so its Node is not
+//! cordoned within a minute or its pods cannot be listed; budget refusals are retried for up to
+//! 5 minutes and then only logged, `pkg/kubernetes/kubernetes.go` Drain) the sequence fails
+//! there, and machined, for which a failed sequence is fatal, stops its services and powers the
+//! machine off without the rest (`internal/app/machined/main.go` handle, the stored intent).
+//! `talosctl shutdown --wait` stops waiting at the `stopAllServices` task event; this module
+//! waits until the node stops answering, asked the way the task reaches it (through the
+//! endpoint when there is one), and watches the sequence's events to say whether it went down
+//! cleanly.
 //!
 //! A node that does not answer at all is reported unchanged with a warning: a machine that is off
 //! already and one that cannot be reached look the same from here, and nothing was sent to it.
@@ -14,10 +21,11 @@
 use std::time::{Duration, Instant};
 
 use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Opt, Params, Spec};
-use ferro_talos_client::NodeMode;
+use ferro_talos_client::{SequenceFailure, sequence_failure};
+use serde_json::json;
 
 use crate::connection::{self, Target, client_error, with_connection_options};
-use crate::node_power::{self, Reached};
+use crate::node_power::{self, Reached, Want};
 
 pub fn spec() -> Spec {
     with_connection_options(Spec::new())
@@ -32,7 +40,9 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
     let wait = p.bool("wait");
     let timeout = crate::options::wait_seconds(p, "timeout", 600)?;
     let (creds, _) = connection::require_credentials(ctx, p)?;
-    let opts = connection::connect_options(p, Duration::from_secs(30))?;
+    let mut opts = connection::connect_options(p, Duration::from_secs(30))?;
+    // The sequence's events are watched for as long as the task waits.
+    opts.stream_timeout = timeout + Duration::from_secs(30);
     connection::block_on(async {
         let node = target.node.clone();
         let result = ModuleResult::unchanged()
@@ -66,26 +76,90 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
             .shutdown(force)
             .await
             .map_err(|e| client_error(ctx, e))?;
-        let result = result.with("actor_id", actor_id);
+        let result = result.with("actor_id", actor_id.clone());
         if !wait {
             return Ok(result.msg(format!("asked {node} to shut down {how}; not waiting")));
         }
         let started = Instant::now();
-        node_power::wait_for_probe(&target, &opts, started + timeout, NodeMode::Unreachable)
-            .await
-            .map_err(|last| {
-                ModuleError::new(format!(
-                    "{node} was asked to shut down, but it still answered after {}s (last: {last}); \
-                     a drain that PodDisruptionBudgets hold back can take minutes (force: true skips it); \
-                     check its console",
+        let deadline = started + timeout;
+        let mut failure = None;
+        let gone = {
+            let wait = node_power::wait_until(&target, Some(&creds), &opts, deadline, Want::Down);
+            tokio::pin!(wait);
+            tokio::select! {
+                gone = &mut wait => gone,
+                failed = sequence_failure(&client, &actor_id) => {
+                    failure = Some(failed);
+                    wait.await
+                }
+            }
+        };
+        let mut result = result;
+        if let Some(f) = &failure {
+            result = result.with(
+                "sequence_error",
+                json!({"phase": f.failed_phase(), "message": f.message}),
+            );
+        }
+        if let Err(last) = gone {
+            let stage = node_power::stage(&target, &creds, &opts)
+                .await
+                .map(|s| format!("; Talos reports stage {s}"))
+                .unwrap_or_default();
+            let msg = match &failure {
+                Some(f) => format!(
+                    "{node}: Talos reported that its shutdown sequence failed in {}: {}; it still \
+                     answered after {}s (last: {last}){stage}, although machined powers a node off \
+                     after a failed shutdown: check its console (talosctl -n {node} dmesg)",
+                    phase_words(f),
+                    f.message,
                     timeout.as_secs()
-                ))
+                ),
+                None => format!(
+                    "{node} was asked to shut down, but it still answered after {}s (last: \
+                     {last}){stage}; unless force is set Talos drains the node first, retrying for \
+                     up to 5 minutes the evictions a PodDisruptionBudget refuses: raise timeout, \
+                     read talosctl -n {node} dmesg for what it waits on, or set force: true to \
+                     skip its drain",
+                    timeout.as_secs()
+                ),
+            };
+            return Err(ModuleError::new(msg)
                 .with("node", node.clone())
-                .changed(true)
-            })?;
+                .changed(true));
+        }
         let seconds = node_power::seconds_since(started);
-        Ok(result
-            .with("seconds", seconds)
-            .msg(format!("shut down {node} {how}; it no longer answers")))
+        let result = result.with("seconds", seconds);
+        let Some(f) = failure else {
+            return Ok(result.msg(format!("shut down {node} {how}; it no longer answers")));
+        };
+        let drain_words = if f.failed_phase() == Some("drain") {
+            "; its drain did not finish, so its pods were not evicted first: Talos's drain fails \
+             when the Kubernetes API does not work for the node (its Node not cordoned within a \
+             minute, or its pods not listed); check the cluster (ferro.talos.talos_health) before \
+             the next shutdown, or set force: true to shut down without Talos's drain"
+        } else {
+            ""
+        };
+        ctx.warn(format!(
+            "{node}: Talos reported that its shutdown sequence failed in {}: {}. Talos powers the \
+             machine off all the same after a failed shutdown (machined's fatal-error path), \
+             without stopping its pods and services in order{drain_words}",
+            phase_words(&f),
+            f.message
+        ));
+        Ok(result.msg(format!(
+            "shut down {node}, but not cleanly: its shutdown sequence failed in {} and it went \
+             down through machined's fatal-error path; it no longer answers",
+            phase_words(&f)
+        )))
     })?
+}
+
+/// "its drain phase", or "a phase" when the node named none.
+fn phase_words(f: &SequenceFailure) -> String {
+    match f.failed_phase() {
+        Some(p) => format!("its {p} phase"),
+        None => "a phase".into(),
+    }
 }

@@ -1,9 +1,10 @@
-//! talos_upgrade's Kubernetes side: cordon and drain the node before its OS upgrade, wait until
-//! its Node is Ready on the new boot afterwards, then uncordon it, as `talosctl upgrade` does by
-//! default (`--drain`, `--drain-timeout 5m`; `cmd/talosctl/cmd/talos/upgrade.go` and
-//! `cmd/talosctl/pkg/talos/nodedrain/` at v1.13.9). On the LifecycleService path Talos itself
-//! drains nothing, and on the legacy path its own drain ignores PodDisruptionBudget refusals, so
-//! the module does it for both.
+//! The Kubernetes side of talos_upgrade and of talos_reboot's `drain`: cordon and drain the node
+//! before it reboots, wait until its Node is Ready on the new boot afterwards, then uncordon it, as
+//! `talosctl upgrade` does by default and `talosctl reboot --drain` does when asked (`--drain`,
+//! `--drain-timeout 5m`; `cmd/talosctl/cmd/talos/upgrade.go`, `cmd/talosctl/cmd/talos/reboot.go`
+//! and `drain.go`, `cmd/talosctl/pkg/talos/nodedrain/` at v1.13.9 and v1.14.1). On the
+//! LifecycleService path Talos itself drains nothing, and on the legacy path its own drain ignores
+//! PodDisruptionBudget refusals; Reboot never drains; so the module does it.
 //!
 //! Which pods go is kubectl's drain filters with talosctl's settings (`ferro_talos_kube::drain`): a
 //! static pod or a pod of an existing DaemonSet stays, a pod of a DaemonSet that is gone is
@@ -16,9 +17,11 @@
 
 use std::time::{Duration, Instant};
 
-use ferro_talos_client::TalosClient;
+use ferro_talos_client::{ClientError, ConnectOptions, Credentials, TalosClient};
+use ferro_talos_config::MachineConfig;
 use ferro_talos_kube::{DrainPlan, Kube, KubeErrorKind};
 
+use crate::connection::Target;
 pub use crate::kube_access::KubeCredentials;
 use serde_json::{Value, json};
 
@@ -38,13 +41,83 @@ pub struct DrainOptions {
     pub timeout: Duration,
 }
 
-/// A node that is drained around its upgrade.
+/// What the node is drained for, so that messages say what happened to it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DrainFor {
+    /// talos_upgrade's OS upgrade.
+    Upgrade,
+    /// talos_reboot's reboot.
+    Reboot,
+}
+
+impl DrainFor {
+    /// The remedy that ends a failure before anything moved.
+    fn without(self) -> &'static str {
+        match self {
+            DrainFor::Upgrade => "set drain: false to upgrade without draining",
+            DrainFor::Reboot => "set drain: false to reboot without draining",
+        }
+    }
+
+    /// What was done to the node once it is back.
+    fn done(self) -> &'static str {
+        match self {
+            DrainFor::Upgrade => "Talos was upgraded",
+            DrainFor::Reboot => "the node rebooted",
+        }
+    }
+
+    /// What was not done when the drain failed.
+    fn not_done(self) -> &'static str {
+        match self {
+            DrainFor::Upgrade => "Talos was not upgraded",
+            DrainFor::Reboot => "the node was not rebooted",
+        }
+    }
+}
+
+/// A node that is drained around its reboot.
 pub struct Drainer {
     kube: Kube,
     pub node_name: String,
     boot_id: String,
     already_cordoned: bool,
     cordoned_here: bool,
+    around: DrainFor,
+}
+
+/// The cluster's Kubernetes endpoint as the node's config names it (`cluster.controlPlane.endpoint`),
+/// where a bundle's admin certificate is used.
+pub fn cluster_endpoint(config: &MachineConfig) -> Option<&str> {
+    // Either config shape: Talos 1.14 keeps it in KubeClusterConfig.
+    crate::kubernetes_config::cluster_endpoint(config)
+}
+
+/// The Talos connection that issues a kubeconfig when the task gives no other Kubernetes
+/// credentials: Talos issues one from a control plane, so the endpoint the task goes through,
+/// else the node itself when it is a control plane, else (a worker) the talosconfig's first
+/// endpoint, which is where talosctl asks (`BuildRandomEndpointClient` in `drain.go`).
+pub async fn kubeconfig_source(
+    target: &Target,
+    client: &TalosClient,
+    creds: &Credentials,
+    opts: &ConnectOptions,
+    kube: &KubeInputs,
+    control_plane: bool,
+) -> Result<TalosClient, ClientError> {
+    let issuer = if target.routed() {
+        Some(target.endpoint.clone())
+    } else if control_plane {
+        None
+    } else {
+        kube.talosconfig_endpoints.first().cloned()
+    };
+    match (issuer, &kube.credentials) {
+        (Some(endpoint), KubeCredentials::TalosApi) => {
+            TalosClient::connect(&endpoint, creds, opts.clone()).await
+        }
+        _ => Ok(client.clone()),
+    }
 }
 
 /// Nothing to drain, and why (a warning for the result).
@@ -60,14 +133,11 @@ pub async fn connect(
     talos_node: &str,
     creds: &KubeCredentials,
     cluster_endpoint: Option<&str>,
+    around: DrainFor,
 ) -> Result<Result<Drainer, NoDrain>, String> {
+    let without = around.without();
     let access = creds
-        .access(
-            talos_node,
-            kubeconfig_source,
-            cluster_endpoint,
-            "set drain: false to upgrade without draining",
-        )
+        .access(talos_node, kubeconfig_source, cluster_endpoint, without)
         .await?;
     let node_name = match talos.nodename().await {
         Ok(Some(name)) => name,
@@ -78,8 +148,7 @@ pub async fn connect(
         }
         Err(e) => {
             return Err(format!(
-                "{talos_node}: cannot read the node's Kubernetes node name to drain it: {e}; set drain: false to \
-                 upgrade without draining"
+                "{talos_node}: cannot read the node's Kubernetes node name to drain it: {e}; {without}"
             ));
         }
     };
@@ -96,7 +165,7 @@ pub async fn connect(
         }
         Err(e) => {
             return Err(format!(
-                "{talos_node}: {e}; the node was not touched (set drain: false to upgrade without draining)"
+                "{talos_node}: {e}; the node was not touched ({without})"
             ));
         }
     };
@@ -106,6 +175,7 @@ pub async fn connect(
         boot_id: node.boot_id,
         already_cordoned: node.unschedulable,
         cordoned_here: false,
+        around,
     }))
 }
 
@@ -207,14 +277,15 @@ impl Drainer {
                     _ => "",
                 };
                 Err(format!(
-                    "{talos_node}: {}{advice}; {undo}, and Talos was not upgraded",
-                    e.message
+                    "{talos_node}: {}{advice}; {undo}, and {}",
+                    e.message,
+                    self.around.not_done()
                 ))
             }
         }
     }
 
-    /// After the upgrade: waits until the Node is Ready on a new boot, then uncordons it (if the
+    /// After the reboot: waits until the Node is Ready on a new boot, then uncordons it (if the
     /// module cordoned it). Returns the `uncordoned` flag.
     pub async fn back_and_uncordon(
         &mut self,
@@ -227,7 +298,8 @@ impl Drainer {
             .await
             .map_err(|e| {
                 format!(
-                    "{talos_node}: Talos was upgraded, but {e}; it stays cordoned until you uncordon it (kubectl uncordon {})",
+                    "{talos_node}: {}, but {e}; it stays cordoned until you uncordon it (kubectl uncordon {})",
+                    self.around.done(),
                     self.node_name
                 )
             })?;
@@ -237,13 +309,13 @@ impl Drainer {
         self.kube
             .set_unschedulable(&self.node_name, false)
             .await
-            .map_err(|e| format!("{talos_node}: Talos was upgraded, but {e}"))?;
+            .map_err(|e| format!("{talos_node}: {}, but {e}", self.around.done()))?;
         self.cordoned_here = false;
         Ok(true)
     }
 
-    /// After a failed upgrade: uncordon (as talosctl's deferred uncordon does), in words for
-    /// the error message.
+    /// After a failed upgrade or reboot: uncordon (as talosctl's deferred uncordon does), in words
+    /// for the error message.
     pub async fn uncordon_if_cordoned_here(&mut self) -> String {
         if !self.cordoned_here {
             return if self.already_cordoned {

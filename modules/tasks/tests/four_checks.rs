@@ -419,6 +419,8 @@ fn talos_upgrade_refuses_the_unpublished_ghcr_installer() {
             }
         }
     }
+}
+
 /// A legacy upgrade whose own drain fails stops nothing: the sequence's first phase is `drain`
 /// (`Upgrade` in `internal/app/machined/pkg/runtime/v1alpha1/v1alpha1_sequencer.go` @ v1.13.9),
 /// and `CordonAndDrainNode` (`v1alpha1_sequencer_tasks.go`) fails when the Node is not cordoned

@@ -738,7 +738,7 @@ impl MachineService for Machine {
         let force = request.get_ref().force;
         let messages = self.0.unary(request.metadata(), &path("Shutdown"), |t| {
             let actor = new_uuid();
-            shared.shut_down(t.idx, actor.clone(), !force);
+            crate::shutdown::run(&shared, t.idx, actor.clone(), !force);
             one(Shutdown {
                 metadata: None,
                 actor_id: actor,

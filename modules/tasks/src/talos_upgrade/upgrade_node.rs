@@ -19,7 +19,7 @@ use super::version_policy::parse_version;
 use crate::connection::{self, Target};
 use crate::kubernetes_config::cluster_endpoint;
 use crate::live_config::{self, ReadError};
-use crate::upgrade_drain::{self, KubeCredentials, KubeInputs, NoDrain};
+use crate::upgrade_drain::{self, DrainFor, KubeInputs, NoDrain};
 
 /// The whole run against one node; returns the summary message.
 pub(super) async fn upgrade_node(
@@ -77,30 +77,17 @@ pub(super) async fn upgrade_node(
     let mut drainer = None;
     if os_plan.is_some() && req.drain.enabled {
         let endpoint = cluster_endpoint(&config);
-        // Without a bundle or kubeconfig Talos issues one, from a control plane: the endpoint
-        // the task goes through, else the node itself, else (a worker) the talosconfig's
-        // endpoint, which is where talosctl asks.
-        let issuer = if target.routed() {
-            Some(target.endpoint.clone())
-        } else if control_plane {
-            None
-        } else {
-            kube.talosconfig_endpoints.first().cloned()
-        };
-        let endpoint_client = match (issuer, &kube.credentials) {
-            (Some(endpoint), KubeCredentials::TalosApi) => {
-                TalosClient::connect(&endpoint, creds, opts.clone())
-                    .await
-                    .map_err(|e| report.client_fail(e))?
-            }
-            _ => client.clone(),
-        };
+        let endpoint_client =
+            upgrade_drain::kubeconfig_source(target, &client, creds, &opts, kube, control_plane)
+                .await
+                .map_err(|e| report.client_fail(e))?;
         match upgrade_drain::connect(
             &client,
             &endpoint_client,
             &target.node,
             &kube.credentials,
             endpoint,
+            DrainFor::Upgrade,
         )
         .await
         .map_err(|m| report.fail(m))?
