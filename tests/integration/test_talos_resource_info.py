@@ -88,7 +88,7 @@ def test_an_alias_reads_from_its_own_namespace_and_a_sensitive_type_is_refused(a
     run = ansible.run(play(refused))
     assert run.rc != 0
     result = run.task("discovery")["result"]
-    assert "DiscoveryConfigs.cluster.talos.dev may hold secrets" in result["msg"], result
+    assert 'type "discoveryconfig" is DiscoveryConfigs.cluster.talos.dev, which may hold secrets' in result["msg"], result
     assert "pkg/machinery/resources/cluster/config.go" in result["msg"]
     assert "resources" not in result
     assert "serviceEncryptionKey" not in run.output

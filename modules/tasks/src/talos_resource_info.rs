@@ -194,10 +194,11 @@ fn refusal(written: &str, t: &ResourceType) -> String {
         format!("type {written:?} is {}, which", t.name)
     };
     format!(
-        "{named} may hold secrets: Talos {} marks it sensitive (only os:admin may read it; {}), \
+        "{named} may hold secrets: Talos {} mark{} it sensitive (only os:admin may read it; {}), \
          and its values would land in the task's result, so talos_resource_info does not read \
          it; {instead}",
         resource_types::releases_text(t.sensitive_in),
+        if t.sensitive_in.len() == 1 { "s" } else { "" },
         t.source
     )
 }
