@@ -93,6 +93,8 @@ struct NodeState {
     maintenance: bool,
     seen_node_metadata: Vec<Option<String>>,
     bootstrapped: bool,
+    /// How long EtcdLeaveCluster takes.
+    leave_takes: Duration,
 }
 
 #[derive(Clone)]
@@ -179,7 +181,11 @@ impl MachineService for FakeNode {
         &self,
         _: Request<EtcdLeaveClusterRequest>,
     ) -> Result<Response<EtcdLeaveClusterResponse>, Status> {
-        unimplemented()
+        let takes = self.0.lock().unwrap().leave_takes;
+        tokio::time::sleep(takes).await;
+        Ok(Response::new(EtcdLeaveClusterResponse {
+            messages: vec![EtcdLeaveCluster { metadata: None }],
+        }))
     }
     async fn etcd_forfeit_leadership(
         &self,
@@ -785,4 +791,34 @@ async fn maintenance_connection_honours_a_pinned_fingerprint() {
         err.to_string().contains("pinned certificate fingerprint"),
         "{err}"
     );
+}
+
+/// A call that Talos may answer only after minutes gets the caller's deadline, not the unary
+/// one: EtcdLeaveCluster waits up to 3 minutes for the member id and retries the removal for 5
+/// (`internal/pkg/etcd/etcd.go` LeaveCluster, `internal/pkg/etcd/local.go` @ v1.14.1).
+#[tokio::test]
+async fn a_leave_has_the_deadline_its_caller_gives() {
+    let ca = TestCa::new();
+    let state = NodeState {
+        leave_takes: Duration::from_millis(800),
+        ..booted("a")
+    };
+    let (ep, _) = start_node(&ca, Auth::Mutual(&ca), state).await;
+    let opts = ConnectOptions {
+        call_timeout: Duration::from_millis(300),
+        ..quick()
+    };
+    let client = TalosClient::connect(&ep, &ca.credentials(), opts)
+        .await
+        .unwrap();
+    client
+        .etcd_leave_cluster(Duration::from_secs(5))
+        .await
+        .unwrap();
+    let err = client
+        .etcd_leave_cluster(Duration::from_millis(400))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Timeout, "{err}");
+    assert!(err.to_string().contains("no answer within 400ms"), "{err}");
 }

@@ -1,5 +1,7 @@
 //! etcd on a control-plane node: bootstrap, membership, status and snapshots.
 
+use std::time::Duration;
+
 use ferro_talos_proto::common;
 use ferro_talos_proto::machine::{
     self, BootstrapRequest, EtcdMemberListRequest, EtcdRemoveMemberByIdRequest, EtcdSnapshotRequest,
@@ -83,11 +85,17 @@ impl TalosClient {
         self.first(op, resp.messages).map(|_| ())
     }
 
-    pub async fn etcd_leave_cluster(&self) -> Result<()> {
+    /// The node this client targets leaves etcd. Talos may take minutes to answer: it waits up to
+    /// 3 minutes for its own member's id, retries the removal every 10 s for up to 5 minutes while
+    /// etcd calls the cluster unhealthy, then stops etcd (up to 10 s before it is killed) and
+    /// wipes its data (`internal/pkg/etcd/etcd.go` LeaveCluster, `internal/pkg/etcd/local.go`
+    /// GetLocalMemberID, `internal/app/machined/pkg/system/runner/runner.go`
+    /// GracefulShutdownTimeout @ v1.13.9 and v1.14.1). So the caller gives the deadline, `limit`.
+    pub async fn etcd_leave_cluster(&self, limit: Duration) -> Result<()> {
         let op = "leave etcd cluster";
-        let req = self.request(machine::EtcdLeaveClusterRequest {}, self.opts.call_timeout)?;
+        let req = self.request(machine::EtcdLeaveClusterRequest {}, limit)?;
         let resp = self
-            .unary(op, self.machine().etcd_leave_cluster(req))
+            .unary_within(op, limit, self.machine().etcd_leave_cluster(req))
             .await?;
         self.first(op, resp.messages).map(|_| ())
     }
