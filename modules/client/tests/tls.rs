@@ -4,6 +4,7 @@
 //! (including Talos's `ED25519 PRIVATE KEY` label), `node` metadata, maintenance
 //! connections, the mode probe, TLS error translation, streams and reboot waiting.
 
+use std::io::Read;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -93,10 +94,26 @@ struct NodeState {
     maintenance: bool,
     seen_node_metadata: Vec<Option<String>>,
     bootstrapped: bool,
+    /// How long EtcdLeaveCluster takes, and EtcdRecover after the stream ended.
+    leave_takes: Duration,
+    recover_takes: Duration,
+    /// How the last upload ended: the bytes of a complete one, or the stream's error.
+    upload: Option<Result<usize, String>>,
 }
 
 #[derive(Clone)]
 struct FakeNode(Arc<Mutex<NodeState>>);
+
+/// Records an upload whose call was dropped before it completed.
+struct Unfinished(Option<Arc<Mutex<NodeState>>>);
+
+impl Drop for Unfinished {
+    fn drop(&mut self) {
+        if let Some(state) = self.0.take() {
+            state.lock().unwrap().upload = Some(Err("reset before its end".into()));
+        }
+    }
+}
 
 type Stream2<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
 
@@ -179,7 +196,11 @@ impl MachineService for FakeNode {
         &self,
         _: Request<EtcdLeaveClusterRequest>,
     ) -> Result<Response<EtcdLeaveClusterResponse>, Status> {
-        unimplemented()
+        let takes = self.0.lock().unwrap().leave_takes;
+        tokio::time::sleep(takes).await;
+        Ok(Response::new(EtcdLeaveClusterResponse {
+            messages: vec![EtcdLeaveCluster { metadata: None }],
+        }))
     }
     async fn etcd_forfeit_leadership(
         &self,
@@ -258,9 +279,32 @@ impl MachineService for FakeNode {
     }
     async fn etcd_recover(
         &self,
-        _: Request<tonic::Streaming<ferro_talos_proto::common::Data>>,
+        req: Request<tonic::Streaming<ferro_talos_proto::common::Data>>,
     ) -> Result<Response<EtcdRecoverResponse>, Status> {
-        unimplemented()
+        // Dropped before the upload completes: the call was reset.
+        let mut unfinished = Unfinished(Some(self.0.clone()));
+        let mut stream = req.into_inner();
+        let mut got = 0;
+        let ended = loop {
+            match stream.message().await {
+                Ok(Some(chunk)) => got += chunk.bytes.len(),
+                Ok(None) => break Ok(got),
+                Err(s) => break Err(s.to_string()),
+            }
+        };
+        // tonic's server reads a client's reset (RST_STREAM CANCEL) as the end of the stream; once
+        // this call waits, hyper sees the reset and drops it (grpc-go's Recv fails with Canceled).
+        tokio::task::yield_now().await;
+        unfinished.0 = None;
+        let takes = {
+            let mut st = self.0.lock().unwrap();
+            st.upload = Some(ended);
+            st.recover_takes
+        };
+        tokio::time::sleep(takes).await;
+        Ok(Response::new(EtcdRecoverResponse {
+            messages: vec![EtcdRecover { metadata: None }],
+        }))
     }
     async fn service_list(&self, _: Request<()>) -> Result<Response<ServiceListResponse>, Status> {
         unimplemented()
@@ -785,4 +829,115 @@ async fn maintenance_connection_honours_a_pinned_fingerprint() {
         err.to_string().contains("pinned certificate fingerprint"),
         "{err}"
     );
+}
+
+/// A call that Talos may answer only after minutes gets the caller's deadline, not the unary
+/// one: EtcdLeaveCluster waits up to 3 minutes for the member id and retries the removal for 5
+/// (`internal/pkg/etcd/etcd.go` LeaveCluster, `internal/pkg/etcd/local.go` @ v1.14.1).
+#[tokio::test]
+async fn a_leave_has_the_deadline_its_caller_gives() {
+    let ca = TestCa::new();
+    let state = NodeState {
+        leave_takes: Duration::from_millis(800),
+        ..booted("a")
+    };
+    let (ep, _) = start_node(&ca, Auth::Mutual(&ca), state).await;
+    let opts = ConnectOptions {
+        call_timeout: Duration::from_millis(300),
+        ..quick()
+    };
+    let client = TalosClient::connect(&ep, &ca.credentials(), opts)
+        .await
+        .unwrap();
+    client
+        .etcd_leave_cluster(Duration::from_secs(5))
+        .await
+        .unwrap();
+    let err = client
+        .etcd_leave_cluster(Duration::from_millis(400))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Timeout, "{err}");
+    assert!(err.to_string().contains("no answer within 400ms"), "{err}");
+}
+
+/// A file that reads `good` bytes, then fails.
+struct FailsAfter {
+    good: usize,
+}
+
+impl std::io::Read for FailsAfter {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.good == 0 {
+            return Err(std::io::Error::other("the disk went away"));
+        }
+        let n = buf.len().min(self.good);
+        buf[..n].fill(7);
+        self.good -= n;
+        Ok(n)
+    }
+}
+
+/// The upload streams the file and is bounded by the caller's limit, not by the unary deadline:
+/// Talos reads an upload until it ends and sets no limit of its own (`v1alpha1_server.go`
+/// EtcdRecover @ v1.14.1). A file that cannot be read to its end cancels the upload, so the node
+/// never takes a cut-off snapshot for a whole one.
+#[tokio::test]
+async fn an_upload_is_bounded_by_its_limit_and_never_ends_short() {
+    let ca = TestCa::new();
+    let state = NodeState {
+        recover_takes: Duration::from_millis(800),
+        ..booted("a")
+    };
+    let (ep, state) = start_node(&ca, Auth::Mutual(&ca), state).await;
+    let opts = ConnectOptions {
+        call_timeout: Duration::from_millis(300),
+        stream_timeout: Duration::from_millis(300),
+        ..quick()
+    };
+    let client = TalosClient::connect(&ep, &ca.credentials(), opts)
+        .await
+        .unwrap();
+    let size = 5 * 1024 * 1024 + 17;
+    let sent = client
+        .etcd_recover(std::io::repeat(1).take(size as u64), Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(sent, size as u64);
+    assert_eq!(state.lock().unwrap().upload, Some(Ok(size)));
+
+    let err = client
+        .etcd_recover(
+            std::io::repeat(1).take(size as u64),
+            Duration::from_millis(500),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Timeout, "{err}");
+    assert!(
+        err.message
+            .contains("5.0 MiB of the snapshot sent when the deadline (500ms) passed"),
+        "{err}"
+    );
+
+    state.lock().unwrap().upload = None;
+    let err = client
+        .etcd_recover(FailsAfter { good: 3 << 20 }, Duration::from_secs(5))
+        .await
+        .unwrap_err();
+    assert!(
+        err.message
+            .contains("reading the snapshot failed after 3.0 MiB (the disk went away)"),
+        "{err}"
+    );
+    // The node saw the stream broken, not ended.
+    let deadline = std::time::Instant::now() + Duration::from_secs(3);
+    let ended = loop {
+        if let Some(ended) = state.lock().unwrap().upload.clone() {
+            break ended;
+        }
+        assert!(std::time::Instant::now() < deadline, "the node saw no end");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(ended, Err("reset before its end".to_string()));
 }

@@ -80,7 +80,7 @@ impl<'de> serde::Deserialize<'de> for FaultKind {
         let name = String::deserialize(d)?;
         FaultKind::parse(&name).ok_or_else(|| {
             serde::de::Error::custom(format!(
-                "unknown fault kind {name:?}; expected {} (next_address and reject_config are set by field)",
+                "unknown fault kind {name:?}; expected {} (next_address, reject_config and upload_bytes_per_sec are set by field)",
                 FaultKind::names()
             ))
         })

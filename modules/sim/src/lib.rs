@@ -218,6 +218,14 @@ impl Cluster {
         self.nodes().into_iter().nth(index)
     }
 
+    /// The deadline the last call of `method` (a path such as
+    /// `/machine.MachineService/EtcdLeaveCluster`) came with to any node, as its `grpc-timeout`
+    /// said; None if no such call carried one.
+    pub fn last_deadline(&self, method: &str) -> Option<Duration> {
+        let deadlines = self.shared.deadlines.lock().ok()?;
+        deadlines.get(method).copied()
+    }
+
     /// The node's current apid endpoint.
     pub fn endpoint(&self, index: usize) -> Option<SocketAddr> {
         let st = self.shared.lock();

@@ -179,6 +179,25 @@ impl Slow {
     }
 }
 
+/// The `grpc-timeout` header's value: at most 8 digits and a unit, `H`, `M`, `S`, `m` (ms), `u`
+/// (µs) or `n` (ns) (gRPC over HTTP/2, "Timeout").
+fn grpc_timeout(value: &str) -> Option<Duration> {
+    let (digits, unit) = value.split_at(value.len().checked_sub(1)?);
+    if digits.is_empty() || digits.len() > 8 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let n: u64 = digits.parse().ok()?;
+    Some(match unit {
+        "H" => Duration::from_secs(n * 3600),
+        "M" => Duration::from_secs(n * 60),
+        "S" => Duration::from_secs(n),
+        "m" => Duration::from_millis(n),
+        "u" => Duration::from_micros(n),
+        "n" => Duration::from_nanos(n),
+        _ => return None,
+    })
+}
+
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
 impl hyper::service::Service<http::Request<Incoming>> for Slow {
@@ -188,6 +207,14 @@ impl hyper::service::Service<http::Request<Incoming>> for Slow {
 
     fn call(&self, req: http::Request<Incoming>) -> Self::Future {
         let delay = self.delay(req.headers());
+        if let Some(deadline) = req
+            .headers()
+            .get("grpc-timeout")
+            .and_then(|v| grpc_timeout(v.to_str().ok()?))
+            && let Ok(mut deadlines) = self.shared.deadlines.lock()
+        {
+            deadlines.insert(req.uri().path().to_string(), deadline);
+        }
         let mut routes = self.routes.clone();
         Box::pin(async move {
             if !delay.is_zero() {
@@ -199,5 +226,23 @@ impl hyper::service::Service<http::Request<Incoming>> for Slow {
             .await?;
             routes.call(req).await
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grpc_timeouts_read_as_the_spec_writes_them() {
+        assert_eq!(grpc_timeout("600000m"), Some(Duration::from_secs(600)));
+        assert_eq!(grpc_timeout("10S"), Some(Duration::from_secs(10)));
+        assert_eq!(grpc_timeout("2M"), Some(Duration::from_secs(120)));
+        assert_eq!(grpc_timeout("1H"), Some(Duration::from_secs(3600)));
+        assert_eq!(grpc_timeout("1500u"), Some(Duration::from_micros(1500)));
+        assert_eq!(grpc_timeout("7n"), Some(Duration::from_nanos(7)));
+        for bad in ["", "S", "123456789S", "10s", "-1S", "1.5S"] {
+            assert_eq!(grpc_timeout(bad), None, "{bad}");
+        }
     }
 }

@@ -3,7 +3,7 @@
 //! All state sits behind one mutex; nothing awaits while holding it. Each node's listener task
 //! watches a [`RunState`] and (re)binds or drops its socket when it changes.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -45,6 +45,9 @@ pub struct Faults {
     pub reject_config: Option<String>,
     /// Every RPC answer of this node (as endpoint or as routing target) is delayed this long.
     pub slow_ms: Option<u64>,
+    /// The link to this node carries an upload (EtcdRecover's snapshot) at this many bytes per
+    /// second.
+    pub upload_bytes_per_sec: Option<u64>,
     /// etcd's upgrade mutex is held by another session (another control plane's legacy
     /// upgrade is in its pre-checks): this node's legacy Upgrade cannot take it.
     pub upgrade_mutex_held: bool,
@@ -90,6 +93,9 @@ impl Faults {
         }
         if let Some(ms) = self.slow_ms {
             out.push(format!("slow={ms}ms"));
+        }
+        if let Some(rate) = self.upload_bytes_per_sec {
+            out.push(format!("upload={rate}B/s"));
         }
         if self.upgrade_mutex_held {
             out.push("upgrade_mutex_held".into());
@@ -203,8 +209,9 @@ pub struct Node {
     /// data gone until the next boot, when it joins again (`LeaveCluster` in
     /// `internal/pkg/etcd/etcd.go` @ v1.13.9).
     pub etcd_left: bool,
-    /// The snapshot uploaded with EtcdRecover (`/var/lib/etcd.snapshot` on EPHEMERAL upstream).
-    pub etcd_snapshot: Option<Vec<u8>>,
+    /// The snapshot uploaded with EtcdRecover (`/var/lib/etcd.snapshot` on EPHEMERAL upstream),
+    /// as far as the restore looks at it.
+    pub etcd_snapshot: Option<crate::etcd_snapshot::Uploaded>,
     /// The etcd service failed its pre stage (a recovery from a bad snapshot) with this message;
     /// it stays failed until the node boots again.
     pub etcd_failed: Option<String>,
@@ -332,6 +339,9 @@ pub struct Shared {
     pub store: Option<Store>,
     /// The control protocol asked the simulator to stop.
     pub stop: Notify,
+    /// The deadline (`grpc-timeout`) the last call of each method came with, by method path:
+    /// what tests read to see which deadline a module gave a call.
+    pub deadlines: Mutex<BTreeMap<String, Duration>>,
 }
 
 /// The locked state. Dropping it saves the state to the state directory (if any) when it
@@ -641,6 +651,7 @@ impl Shared {
             shutdown: watch::channel(false).0,
             store,
             stop: Notify::new(),
+            deadlines: Mutex::default(),
         });
         match restored {
             None => {

@@ -43,7 +43,16 @@ pub fn spec() -> Spec {
     with_connection_options(Spec::new())
         .option(Opt::str("member").required())
         .option(Opt::str("state").choices(&["absent"]).default("absent"))
+        .option(Opt::int("timeout").default(LEAVE_TIMEOUT_SECS))
 }
+
+/// The leave's default deadline. Talos's EtcdLeaveCluster may take 8 minutes and then some: up
+/// to 3 minutes waiting for the node's own member id, up to 5 retrying the removal while etcd calls
+/// the cluster unhealthy, then up to 10 s stopping etcd (`internal/pkg/etcd/local.go`
+/// GetLocalMemberID, `internal/pkg/etcd/etcd.go` LeaveCluster,
+/// `internal/app/machined/pkg/system/runner/runner.go` GracefulShutdownTimeout @ v1.13.9 and
+/// v1.14.1). Ten minutes covers that.
+const LEAVE_TIMEOUT_SECS: i64 = 600;
 
 pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
     let target = Target::from_params(p)?;
@@ -54,6 +63,7 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
              hostname, or its id as `talosctl etcd members` prints it",
         ));
     }
+    let timeout = crate::options::wait_seconds(p, "timeout", LEAVE_TIMEOUT_SECS)?;
     let (creds, _) = connection::require_credentials(ctx, p)?;
     let opts = connection::connect_options(p, Duration::from_secs(30))?;
     connection::block_on(async {
@@ -118,9 +128,9 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
                     .await
                     .map_err(|e| client_error(ctx, e))?;
                 member_client
-                    .etcd_leave_cluster()
+                    .etcd_leave_cluster(timeout)
                     .await
-                    .map_err(|e| client_error(ctx, e.during(format!("{host} leave etcd"))))?;
+                    .map_err(|e| leave_failed(ctx, &host, &node, timeout, e))?;
                 ctx.warn(format!(
                     "{host} left etcd; as a control plane it joins again at its next boot: reset it \
                      (ferro.talos.talos_reset) to take it out of the cluster"
@@ -149,6 +159,30 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
             .with("members", members_json(&after))
             .msg(format!("removed etcd member {name}: {how}")))
     })?
+}
+
+/// A failed leave, said for the user; a deadline that passed is the task's `timeout`.
+fn leave_failed(
+    ctx: &Context,
+    host: &str,
+    node: &str,
+    timeout: Duration,
+    e: ferro_talos_client::ClientError,
+) -> ModuleError {
+    if e.kind != ferro_talos_client::ErrorKind::Timeout {
+        return client_error(ctx, e.during(format!("{host} leave etcd")));
+    }
+    ModuleError::new(format!(
+        "node {host}: leaving etcd did not finish within the task's timeout of {}s ({}); Talos \
+         waits up to 3 minutes for the member's id and retries the removal for 5 minutes while \
+         etcd calls the cluster unhealthy: see whether {node} still lists the member (`talosctl -n \
+         {node} etcd members`), then run the task again, with a larger timeout if the cluster is \
+         slow",
+        timeout.as_secs(),
+        e.message
+    ))
+    .with("node", host.to_string())
+    .changed(true)
 }
 
 /// The member `wanted` names: its hostname, its node's address, or its id in hex (with or

@@ -14,6 +14,10 @@
 //! on every control plane first (`talos_reset` with `wipe: ephemeral`, `graceful: false`); the
 //! others join the recovered member by themselves.
 
+use std::fs::File;
+use std::io::{Read, Seek};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Opt, Params, Spec, Type};
@@ -40,15 +44,59 @@ pub fn spec() -> Spec {
         .option(Opt::int("timeout").default(600))
 }
 
-/// What etcd will say of the snapshot, said first: Err names the problem and what to do.
-fn check_snapshot(data: &[u8], skip_hash_check: bool) -> Result<&'static str, String> {
-    if data.len() < 20 {
+/// The snapshot file as checked: what etcd will say of it, and what the result reports.
+#[derive(Debug, PartialEq)]
+struct Checked {
+    integrity: &'static str,
+    size: u64,
+    sha256: String,
+}
+
+/// What etcd will say of the snapshot, said first: Err names the problem and what to do. The
+/// file is read once, a chunk at a time, since snapshots run to hundreds of MiB.
+fn check_snapshot(
+    mut file: impl Read,
+    size: u64,
+    skip_hash_check: bool,
+) -> Result<Checked, String> {
+    if size < 20 {
         return Err(format!(
-            "is {} bytes long, too short for an etcd database",
-            data.len()
+            "is {size} bytes long, too short for an etcd database"
         ));
     }
-    let magic = u32::from_le_bytes([data[16], data[17], data[18], data[19]]);
+    // The etcd server appends the SHA-256 of the database to a snapshot stream: 32 bytes after a
+    // whole number of 512-byte sectors (etcd's `hasChecksum`).
+    let has_hash = size % 512 == 32;
+    let verify = has_hash && !skip_hash_check;
+    let db_len = if has_hash { size - 32 } else { size };
+    let (mut whole, mut db) = (Sha256::new(), Sha256::new());
+    let (mut head, mut trailer) = (Vec::with_capacity(20), Vec::with_capacity(32));
+    let mut buf = vec![0u8; 1 << 20];
+    let mut read = 0u64;
+    loop {
+        let n = match file.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(format!("cannot be read ({e})")),
+        };
+        let chunk = &buf[..n];
+        whole.update(chunk);
+        let in_db = db_len.saturating_sub(read).min(n as u64) as usize;
+        if verify {
+            db.update(&chunk[..in_db]);
+        }
+        trailer.extend_from_slice(&chunk[in_db..]);
+        let more_head = (20 - head.len()).min(n);
+        head.extend_from_slice(&chunk[..more_head]);
+        read += n as u64;
+    }
+    if read != size {
+        return Err(format!(
+            "changed while it was read ({size} bytes, then {read}); give a snapshot nothing writes to"
+        ));
+    }
+    let magic = u32::from_le_bytes([head[16], head[17], head[18], head[19]]);
     if magic != BBOLT_MAGIC {
         return Err(
             "is not an etcd database (no bbolt meta page); give a file saved by talos_etcd_snapshot \
@@ -56,55 +104,68 @@ fn check_snapshot(data: &[u8], skip_hash_check: bool) -> Result<&'static str, St
                 .into(),
         );
     }
-    // The etcd server appends the SHA-256 of the database to a snapshot stream: 32 bytes after a
-    // whole number of 512-byte sectors (etcd's `hasChecksum`).
-    if data.len() % 512 != 32 {
-        return if skip_hash_check {
-            Ok("no checksum (a copy of the data directory's db)")
-        } else {
-            Err(format!(
-                "has no SHA-256 checksum (size {}): it is not a snapshot an etcd server saved; for a \
-                 copy of the data directory's member/snap/db set skip_hash_check: true",
-                data.len()
-            ))
-        };
-    }
-    if skip_hash_check {
-        return Ok("checksum not verified (skip_hash_check)");
-    }
-    let (db, trailer) = data.split_at(data.len() - 32);
-    if Sha256::digest(db).as_slice() != trailer {
+    let integrity = if !has_hash {
+        if !skip_hash_check {
+            return Err(format!(
+                "has no SHA-256 checksum (size {size}): it is not a snapshot an etcd server saved; for a \
+                 copy of the data directory's member/snap/db set skip_hash_check: true"
+            ));
+        }
+        "no checksum (a copy of the data directory's db)"
+    } else if skip_hash_check {
+        "checksum not verified (skip_hash_check)"
+    } else if db.finalize().as_slice() != trailer.as_slice() {
         return Err(
             "does not match its SHA-256 checksum: the file is damaged or was cut short; take the \
              snapshot again, or set skip_hash_check: true to restore it anyway"
                 .into(),
         );
-    }
-    Ok("checksum verified")
+    } else {
+        "checksum verified"
+    };
+    Ok(Checked {
+        integrity,
+        size,
+        sha256: hex::encode(whole.finalize()),
+    })
+}
+
+/// A size for messages: `256.0 MiB`.
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
 }
 
 pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
     let target = Target::from_params(p)?;
     let path = p.path("snapshot").unwrap_or_default();
-    let data = std::fs::read(&path).map_err(|e| {
+    let unreadable = |e: std::io::Error| {
         ModuleError::new(format!(
             "snapshot {}: cannot read it ({e}); give the file talos_etcd_snapshot saved",
             path.display()
         ))
-    })?;
+    };
+    let mut file = File::open(&path).map_err(unreadable)?;
+    let meta = file.metadata().map_err(unreadable)?;
+    if !meta.is_file() {
+        return Err(ModuleError::new(format!(
+            "snapshot {} is not a file; give the file talos_etcd_snapshot saved",
+            path.display()
+        )));
+    }
     let skip = p.bool("skip_hash_check");
-    let integrity = check_snapshot(&data, skip)
+    let checked = check_snapshot(&file, meta.len(), skip)
         .map_err(|why| ModuleError::new(format!("snapshot {} {why}", path.display())))?;
+    file.rewind().map_err(unreadable)?;
+    let integrity = checked.integrity;
     let timeout = crate::options::wait_seconds(p, "timeout", 600)?;
     let others: Vec<String> = crate::options::other_control_planes(p, &target.node);
     let (creds, _) = connection::require_credentials(ctx, p)?;
     let mut opts = connection::connect_options(p, Duration::from_secs(30))?;
     opts.stream_timeout = timeout;
-    let sha = hex::encode(Sha256::digest(&data));
     let result = ModuleResult::unchanged()
         .with("node", target.node.clone())
-        .with("snapshot_size", data.len())
-        .with("snapshot_sha256", sha)
+        .with("snapshot_size", checked.size)
+        .with("snapshot_sha256", checked.sha256.clone())
         .with("integrity", integrity);
     connection::block_on(async {
         // Any member anywhere means etcd runs: recovering would start a second cluster.
@@ -146,13 +207,18 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
         if ctx.check_mode {
             return Ok(result.msg(format!(
                 "would upload the {}-byte snapshot to {} and bootstrap etcd from it",
-                data.len(),
-                target.node
+                checked.size, target.node
             )));
         }
-        recover(ctx, &target, &creds, &opts, data, skip, timeout).await?;
+        // One deadline for what follows: the upload, the bootstrap and the wait.
+        let deadline = Deadline::after(timeout);
+        let snapshot = Snapshot {
+            file,
+            size: checked.size,
+        };
+        recover(ctx, &target, &creds, &opts, snapshot, skip, deadline).await?;
         if p.bool("wait") {
-            wait_running(&target, &creds, &opts, timeout).await?;
+            wait_running(&target, &creds, &opts, deadline).await?;
         }
         Ok(result.msg(format!(
             "recovered etcd on {} from the snapshot ({integrity})",
@@ -161,23 +227,80 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
     })?
 }
 
+/// When the task's `timeout` runs out, counted from the upload's start.
+#[derive(Clone, Copy)]
+struct Deadline {
+    at: Instant,
+    timeout: Duration,
+}
+
+impl Deadline {
+    fn after(timeout: Duration) -> Deadline {
+        Deadline {
+            at: Instant::now() + timeout,
+            timeout,
+        }
+    }
+
+    fn left(self) -> Duration {
+        self.at.saturating_duration_since(Instant::now())
+    }
+
+    fn passed(self) -> bool {
+        Instant::now() >= self.at
+    }
+}
+
+/// The checked snapshot file, open at its start, and its size when it was checked.
+struct Snapshot {
+    file: File,
+    size: u64,
+}
+
+/// A reader that counts what it read: how far an upload got.
+struct Counted<R> {
+    inner: R,
+    read: Arc<AtomicU64>,
+}
+
+impl<R: Read> Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read.fetch_add(n as u64, Relaxed);
+        Ok(n)
+    }
+}
+
 async fn recover(
     ctx: &Context,
     target: &Target,
     creds: &Credentials,
     opts: &ferro_talos_client::ConnectOptions,
-    data: Vec<u8>,
+    snapshot: Snapshot,
     skip: bool,
-    timeout: Duration,
+    deadline: Deadline,
 ) -> Result<(), ModuleError> {
-    let deadline = Instant::now() + timeout;
     let client = connection::connect(target, creds, opts.clone())
         .await
         .map_err(|e| client_error(ctx, e))?;
-    client
-        .etcd_recover(data)
+    let size = snapshot.size;
+    let read = Arc::new(AtomicU64::new(0));
+    let file = Counted {
+        inner: snapshot.file.take(size),
+        read: read.clone(),
+    };
+    let sent = client
+        .etcd_recover(file, deadline.left())
         .await
-        .map_err(|e| client_error(ctx, e))?;
+        .map_err(|e| upload_failed(ctx, target, (size, read.load(Relaxed)), deadline, e))?;
+    if sent != size {
+        return Err(ModuleError::new(format!(
+            "the snapshot changed while it was uploaded to {} ({size} bytes checked, {sent} sent); \
+             nothing was bootstrapped: give a snapshot nothing writes to and run the task again",
+            target.node
+        ))
+        .with("node", target.node.clone()));
+    }
     loop {
         match client.bootstrap_recover(skip).await {
             Ok(()) => return Ok(()),
@@ -191,7 +314,7 @@ async fn recover(
                 .with("node", target.node.clone()));
             }
             // Not ready to bootstrap yet (CRI, clock), as talos_bootstrap retries it.
-            Err(e) if e.kind == ErrorKind::NotReady && Instant::now() < deadline => {
+            Err(e) if e.kind == ErrorKind::NotReady && !deadline.passed() => {
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
             Err(e) => return Err(client_error(ctx, e)),
@@ -199,14 +322,38 @@ async fn recover(
     }
 }
 
+/// A failed upload, said for the user; a deadline that passed is the task's `timeout`.
+fn upload_failed(
+    ctx: &Context,
+    target: &Target,
+    (size, read): (u64, u64),
+    deadline: Deadline,
+    e: ferro_talos_client::ClientError,
+) -> ModuleError {
+    if e.kind != ErrorKind::Timeout {
+        return client_error(ctx, e);
+    }
+    ModuleError::new(format!(
+        "node {}: the upload of the {} snapshot did not finish within the task's timeout of {}s \
+         (about {} of it sent): raise timeout (it bounds the upload, the bootstrap and \
+         the wait together), or run the task where the link to the node is faster; nothing was \
+         bootstrapped, and the next run uploads the snapshot again",
+        target.node,
+        mib(size),
+        deadline.timeout.as_secs(),
+        mib(read),
+    ))
+    .with("node", target.node.clone())
+}
+
 /// Until etcd runs again; a Failed service (the restore failed) ends the wait with its message.
 async fn wait_running(
     target: &Target,
     creds: &Credentials,
     opts: &ferro_talos_client::ConnectOptions,
-    timeout: Duration,
+    deadline: Deadline,
 ) -> Result<(), ModuleError> {
-    let message = match etcd_members::wait_running(target, creds, opts, timeout).await {
+    let message = match etcd_members::wait_running(target, creds, opts, deadline.left()).await {
         Ok(()) => return Ok(()),
         Err(EtcdWait::Failed(message)) => format!(
             "the etcd service on {} failed to restore the snapshot: {message}; wipe EPHEMERAL again \
@@ -214,9 +361,10 @@ async fn wait_running(
             target.node
         ),
         Err(EtcdWait::TimedOut(last)) => format!(
-            "etcd on {} did not run within {}s after the recovery (last: {last})",
+            "etcd on {} did not run after the recovery within the task's timeout of {}s (last: \
+             {last}); raise timeout if its restore takes longer",
             target.node,
-            timeout.as_secs()
+            deadline.timeout.as_secs()
         ),
     };
     Err(ModuleError::new(message)
@@ -234,31 +382,59 @@ mod tests {
         db
     }
 
+    /// What the check says of `data`, read as from a file.
+    fn check(data: &[u8], skip: bool) -> Result<&'static str, String> {
+        check_snapshot(data, data.len() as u64, skip).map(|c| c.integrity)
+    }
+
     #[test]
     fn the_snapshot_is_checked_as_etcd_will_check_it() {
         let db = database(4);
         let mut saved = db.clone();
         saved.extend_from_slice(&Sha256::digest(&db));
-        assert_eq!(check_snapshot(&saved, false), Ok("checksum verified"));
+        assert_eq!(check(&saved, false), Ok("checksum verified"));
         let mut damaged = saved.clone();
         damaged[5000] ^= 1;
         assert!(
-            check_snapshot(&damaged, false)
+            check(&damaged, false)
                 .unwrap_err()
                 .contains("does not match")
         );
-        assert!(check_snapshot(&damaged, true).is_ok());
+        assert!(check(&damaged, true).is_ok());
         assert!(
-            check_snapshot(&db, false)
+            check(&db, false)
                 .unwrap_err()
                 .contains("skip_hash_check: true")
         );
-        assert!(check_snapshot(&db, true).is_ok());
+        assert!(check(&db, true).is_ok());
         assert!(
-            check_snapshot(&vec![7u8; 4096], true)
+            check(&vec![7u8; 4096], true)
                 .unwrap_err()
                 .contains("not an etcd database")
         );
-        assert!(check_snapshot(b"", false).unwrap_err().contains("0 bytes"));
+        assert!(check(b"", false).unwrap_err().contains("0 bytes"));
+    }
+
+    /// A snapshot larger than one read, whose checksum spans reads, and what the result reports.
+    #[test]
+    fn a_snapshot_is_checked_a_read_at_a_time() {
+        let db = database(700);
+        let mut saved = db.clone();
+        saved.extend_from_slice(&Sha256::digest(&db));
+        let checked = check_snapshot(saved.as_slice(), saved.len() as u64, false).unwrap();
+        assert_eq!(
+            checked,
+            Checked {
+                integrity: "checksum verified",
+                size: saved.len() as u64,
+                sha256: hex::encode(Sha256::digest(&saved)),
+            }
+        );
+        let last = saved.len() - 1;
+        saved[last] ^= 1;
+        assert!(check(&saved, false).unwrap_err().contains("does not match"));
+        // A file that grew or shrank between its size and its reading.
+        let short = check_snapshot(&db[..8192], 9000, true).unwrap_err();
+        assert!(short.contains("changed while it was read"), "{short}");
     }
 }

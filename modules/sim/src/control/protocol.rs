@@ -261,6 +261,8 @@ pub struct FaultFields {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub slow_ms: Option<Option<u64>>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub upload_bytes_per_sec: Option<Option<u64>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub upgrade_mutex_held: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub installer_fails: Option<bool>,
@@ -284,6 +286,7 @@ impl FaultFields {
         "etcd_down",
         "reject_config",
         "slow_ms",
+        "upload_bytes_per_sec",
         "upgrade_mutex_held",
         "installer_fails",
         "apiserver_never_ready",
@@ -306,6 +309,7 @@ impl FaultFields {
         set(&mut f.etcd_down, &self.etcd_down);
         set(&mut f.reject_config, &self.reject_config);
         set(&mut f.slow_ms, &self.slow_ms);
+        set(&mut f.upload_bytes_per_sec, &self.upload_bytes_per_sec);
         set(&mut f.upgrade_mutex_held, &self.upgrade_mutex_held);
         set(&mut f.installer_fails, &self.installer_fails);
         set(&mut f.apiserver_never_ready, &self.apiserver_never_ready);
@@ -374,6 +378,15 @@ impl<'de> Deserialize<'de> for FaultChange {
                         "etcd_down" => f.etcd_down = Some(value(m, k)?),
                         "reject_config" => f.reject_config = Some(value(m, k)?),
                         "slow_ms" => f.slow_ms = Some(value(m, k)?),
+                        "upload_bytes_per_sec" => {
+                            let rate: Option<u64> = value(m, k)?;
+                            if rate == Some(0) {
+                                return Err(de::Error::custom(
+                                    "upload_bytes_per_sec must be at least 1 (null clears it)",
+                                ));
+                            }
+                            f.upload_bytes_per_sec = Some(rate);
+                        }
                         "upgrade_mutex_held" => f.upgrade_mutex_held = Some(value(m, k)?),
                         "installer_fails" => f.installer_fails = Some(value(m, k)?),
                         "apiserver_never_ready" => f.apiserver_never_ready = Some(value(m, k)?),
@@ -636,6 +649,7 @@ mod tests {
                     etcd_down: Some(false),
                     reject_config: Some(Some("invalid".into())),
                     slow_ms: Some(Some(150)),
+                    upload_bytes_per_sec: Some(Some(1 << 20)),
                     upgrade_mutex_held: Some(true),
                     installer_fails: Some(true),
                     apiserver_never_ready: Some(true),
@@ -651,6 +665,7 @@ mod tests {
                     next_address: Some(None),
                     reject_config: Some(None),
                     slow_ms: Some(None),
+                    upload_bytes_per_sec: Some(None),
                     ..FaultFields::default()
                 }),
             },
@@ -939,6 +954,10 @@ mod tests {
             (
                 r#"{"op":"fault","node":0,"next_address":"10.0.0.1"}"#,
                 "next_address must be in 127.0.0.0/8",
+            ),
+            (
+                r#"{"op":"fault","node":0,"upload_bytes_per_sec":0}"#,
+                "upload_bytes_per_sec must be at least 1 (null clears it)",
             ),
             (
                 r#"{"op":"fault","node":0,"next_address":"nowhere"}"#,

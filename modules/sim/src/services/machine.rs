@@ -318,7 +318,7 @@ impl MachineService for Machine {
             // pre stage, and a snapshot that does not restore leaves the service failed.
             if recover.recover_etcd {
                 let check = crate::etcd_snapshot::restore_check(
-                    n.etcd_snapshot.as_deref(),
+                    n.etcd_snapshot.as_ref(),
                     recover.recover_skip_hash_check,
                 );
                 if let Err(why) = check {
@@ -487,20 +487,20 @@ impl MachineService for Machine {
         Ok(Response::new(EtcdLeaveClusterResponse { messages }))
     }
 
-    /// Upstream (`v1alpha1_server.go` EtcdRecover @ v1.13.9): FailedPrecondition until EPHEMERAL
-    /// is mounted, the control-plane check, then the stream is written to
-    /// `/var/lib/etcd.snapshot`, replacing an earlier upload; nothing about it is checked here.
+    /// Upstream (`v1alpha1_server.go` EtcdRecover @ v1.13.9 and v1.14.1): FailedPrecondition until
+    /// EPHEMERAL is mounted, and the control-plane check, both before the stream is read; then each
+    /// chunk goes to disk as it comes, with no limit on the size and no deadline but the caller's.
+    /// At v1.13.9 the upload truncates `/var/lib/etcd.snapshot` as it starts (and removes it when
+    /// the stream breaks); at v1.14.1 it goes to a temporary file renamed over the old one once
+    /// complete, so a broken upload keeps the earlier one. Nothing about the file is checked here.
+    /// The `upload_bytes_per_sec` fault is a slow link: the stream is read no faster than that.
     async fn etcd_recover(
         &self,
         request: Request<tonic::Streaming<Data>>,
     ) -> Result<Response<EtcdRecoverResponse>, Status> {
         let shared = self.shared().clone();
         let md = request.metadata().clone();
-        let mut stream = request.into_inner();
-        let mut upload = Vec::new();
-        while let Some(chunk) = stream.message().await? {
-            upload.extend_from_slice(&chunk.bytes);
-        }
+        let takers = std::sync::Mutex::new(Vec::new());
         let messages = self.0.unary(&md, &path("EtcdRecover"), |t| {
             {
                 let st = shared.lock();
@@ -512,9 +512,44 @@ impl MachineService for Machine {
                 }
             }
             etcd_node_check(&shared, t, "etcd recover")?;
-            shared.lock().nodes[t.idx].etcd_snapshot = Some(upload.clone());
+            takers.lock().expect("not poisoned").push(t.idx);
             one(EtcdRecover { metadata: None })
         })?;
+        let takers = takers.into_inner().unwrap_or_default();
+        let rate = {
+            let mut st = shared.lock();
+            for &i in &takers {
+                if crate::version::minor(&st.nodes[i].version) < 14 {
+                    st.nodes[i].etcd_snapshot = None;
+                }
+            }
+            takers
+                .iter()
+                .filter_map(|&i| st.nodes[i].faults.upload_bytes_per_sec)
+                .min()
+        };
+        let mut stream = request.into_inner();
+        let mut upload = crate::etcd_snapshot::Upload::default();
+        let started = Instant::now();
+        while let Some(chunk) = stream.message().await? {
+            upload.push(&chunk.bytes);
+            if let Some(rate) = rate {
+                let due = Duration::from_secs_f64(upload.size() as f64 / rate as f64);
+                if let Some(wait) = due.checked_sub(started.elapsed()) {
+                    tokio::time::sleep(wait).await;
+                }
+            }
+        }
+        // tonic's server reads a client's reset (RST_STREAM CANCEL: a deadline that passed, a
+        // file that could not be read) as the end of the stream, where grpc-go's Recv, and so
+        // Talos, fails with Canceled and keeps nothing. Once this call waits, hyper sees the reset
+        // and drops it, so only an upload that really ended is kept.
+        tokio::task::yield_now().await;
+        let uploaded = upload.finish();
+        let mut st = shared.lock();
+        for i in takers {
+            st.nodes[i].etcd_snapshot = Some(uploaded.clone());
+        }
         Ok(Response::new(EtcdRecoverResponse { messages }))
     }
 
