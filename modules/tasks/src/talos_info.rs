@@ -205,7 +205,7 @@ pub async fn configured_facts(
     } else {
         // Asked as the bootstrap asks it: before bootstrap a member list blocks until its
         // deadline (etcd_members::members_of), and facts must not wait for that.
-        match crate::etcd_members::members_of(&client).await {
+        match crate::etcd_members::members_of(client).await {
             Members::Present(m) => (
                 m.into_iter()
                     .map(|m| {
