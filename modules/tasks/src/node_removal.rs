@@ -16,7 +16,8 @@ use crate::live_config::{self, ReadError};
 /// Refuses a graceful reset of a control plane that etcd would not let go: the Reset sequence
 /// leaves etcd before it wipes anything, and a failed leave aborts it
 /// (`internal/app/machined/pkg/runtime/v1alpha1/v1alpha1_sequencer.go` Reset @ v1.13.9), so the
-/// node would only be cordoned and drained. Err is the reason, in words.
+/// node would only be drained, then rebooted (machined's fatal-sequence handling). Err is the
+/// reason, in words.
 pub async fn etcd_guard(client: &TalosClient, node: &str) -> Result<(), String> {
     let machine_type = client.machine_type().await.map_err(|e| e.to_string())?;
     if !matches!(machine_type, MachineType::ControlPlane | MachineType::Init) {

@@ -311,7 +311,7 @@ async fn reset(
         node_removal::etcd_guard(&client, &node).await.map_err(|why| {
             ModuleError::new(format!(
                 "not resetting {node}: a graceful reset leaves etcd before it wipes anything, and {why}; \
-                 Talos would stop the reset there with the node cordoned and drained; bring the \
+                 Talos would fail the reset there with the node drained, then reboot it; bring the \
                  unhealthy members back first, or set graceful: false to reset it without leaving \
                  etcd (then remove its member with ferro.talos.talos_etcd_member); nothing was changed"
             ))
