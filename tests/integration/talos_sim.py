@@ -86,7 +86,9 @@ def start_sim(control_planes=3, workers=1, version="v1.13.6", node_versions=None
     if proc.returncode != 0 or not ready:
         shutil.rmtree(state_dir, ignore_errors=True)
         raise RuntimeError(f"talos-sim did not start: {proc.stderr}{proc.stdout}")
-    ready = json.loads(ready[-1][len("READY "):])
+    # The detached simulator prints READY and the launcher its own line on the same stream; their
+    # writes can meet without a newline between, so only the JSON value itself is read.
+    ready, _ = json.JSONDecoder().raw_decode(ready[-1][len("READY "):])
     return Sim(state_dir, ready["nodes"], ready["control"])
 
 

@@ -147,9 +147,12 @@ def test_a_fault_on_the_real_side_is_flagged_exactly_where_it_shows(sim_factory,
     report, result, _ = conformance(cluster, sim, tmp_path)
 
     differing = {(p["node"], p["probe"]) for p in result["probes"] if p["result"] == "differs"}
+    # MachineStatus too: an unhealthy etcd is an unmet "services" condition, so the node is not ready
+    # (internal/app/machined/pkg/controllers/runtime/machine_status.go @ v1.14.1, servicesCheck).
     assert differing == {
         ("cp1", "ServiceList"),
         ("cp1", "EtcdStatus"),
+        ("cp1", "COSI Get MachineStatuses.runtime.talos.dev runtime/machine"),
         ("cp1", "HealthCheck"),
         ("cp1", "module talos_health"),
     }, report
