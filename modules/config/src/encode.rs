@@ -10,7 +10,7 @@ use crate::disk_size::parse_human_bytes;
 use crate::document::{DocId, MachineConfig};
 use crate::fields;
 use crate::normalize::{Rules, normalize_document};
-use ferro_talos_secrets::yaml::{Style, string_style, write_double_quoted};
+use ferro_talos_secrets::yaml::{Style, quoted_for_yaml_1_1, string_style, write_double_quoted};
 use serde_json::{Map, Value};
 use std::cmp::Ordering;
 
@@ -121,7 +121,10 @@ impl MachineConfig {
                 out.push_str("---\n");
             }
             let node = to_node(doc, Shape::Struct(document_fields(doc)));
-            let mut w = Writer { out: String::new() };
+            let mut w = Writer {
+                out: String::new(),
+                rules: Rules::V1_13,
+            };
             w.root(&node);
             out.push_str(&w.out);
         }
@@ -162,7 +165,10 @@ pub fn encode_document_with(doc: &Value, rules: Rules) -> String {
     let fields = document_fields(doc);
     let normal = normalize_document(doc, rules);
     let node = to_node(&normal, Shape::Struct(fields));
-    let mut w = Writer { out: String::new() };
+    let mut w = Writer {
+        out: String::new(),
+        rules,
+    };
     w.root(&node);
     w.out
 }
@@ -513,6 +519,8 @@ fn string_scalar(s: &str) -> Scalar {
 /// next multiple of 4; anything directly inside a sequence item is indented 2 past the `-`.
 struct Writer {
     out: String,
+    /// The release's go-yaml quotes a few strings its own way (`quoted_for_yaml_1_1`).
+    rules: Rules,
 }
 
 impl Writer {
@@ -588,6 +596,13 @@ impl Writer {
             Style::Single => {
                 self.out.push('\'');
                 self.out.push_str(&s.text.replace('\'', "''"));
+                self.out.push('\'');
+            }
+            Style::Double if self.rules == Rules::V1_14 && quoted_for_yaml_1_1(&s.text) => {
+                // Found by the oracle (modules/config/tests/oracle_generate.rs): Talos 1.14.1
+                // writes `auto: 'off'`, 1.13.9 `auto: "off"`.
+                self.out.push('\'');
+                self.out.push_str(&s.text);
                 self.out.push('\'');
             }
             Style::Double | Style::Literal => write_double_quoted(&mut self.out, &s.text),

@@ -160,6 +160,74 @@ fn distance(a: &str, b: &str) -> usize {
 }
 
 /// Every kind the table knows, for messages.
+/// Document kinds Talos registers only from 1.14 on: a 1.13 node's loader refuses each one with
+/// `"Kind" "v1alpha1": not registered`. Taken from upstream's own loader (machinery v1.13.9
+/// against v1.14.1, tests/oracle); `tests/oracle_kinds.rs` checks this list against it.
+pub const KINDS_SINCE_1_14: &[&str] = &[
+    "BGPInstanceConfig",
+    "CRIBaseRuntimeSpecConfig",
+    "CRICustomizationConfig",
+    "ContainerConfig",
+    "DiscoveryIdentityConfig",
+    "DiscoveryServiceConfig",
+    "EtcFileConfig",
+    "FilesystemScrubConfig",
+    "FilesystemTrimConfig",
+    "HTTPProbeConfig",
+    "ImageCacheConfig",
+    "KernelModuleConfig",
+    "KubeAPIServerCAConfig",
+    "KubeAPIServerConfig",
+    "KubeAdmissionControlConfig",
+    "KubeAggregatorCAConfig",
+    "KubeAuditPolicyConfig",
+    "KubeAuthenticationConfig",
+    "KubeAuthorizerConfig",
+    "KubeClusterConfig",
+    "KubeControllerManagerConfig",
+    "KubeCoreDNSConfig",
+    "KubeCredentialProviderConfig",
+    "KubeEtcdEncryptionConfig",
+    "KubeExternalManifestConfig",
+    "KubeFlannelCNIConfig",
+    "KubeInlineManifestConfig",
+    "KubeNetworkConfig",
+    "KubeNodeConfig",
+    "KubePrismConfig",
+    "KubeProxyConfig",
+    "KubeSchedulerConfig",
+    "KubeServiceAccountConfig",
+    "KubeStaticPodConfig",
+    "KubeTalosAPIAccessConfig",
+    "KubeletConfig",
+    "LVMLogicalVolumeConfig",
+    "LVMVolumeGroupConfig",
+    "RAIDArrayConfig",
+    "SecurityProfileConfig",
+    "SysctlConfig",
+    "SysfsConfig",
+    "UdevRulesConfig",
+    "UnattendedInstallConfig",
+    "VethConfig",
+];
+
+/// The documents of `cfg` a node of `contract`'s release does not know, with the error text its
+/// loader gives (`internal/registry/registry.go` "not registered" @ v1.13.9).
+pub fn kinds_unknown_to(
+    cfg: &crate::MachineConfig,
+    contract: crate::contract::Contract,
+) -> Vec<String> {
+    if contract >= crate::contract::Contract::V1_14 {
+        return Vec::new();
+    }
+    cfg.docs
+        .iter()
+        .filter_map(|d| d.get("kind").and_then(Value::as_str))
+        .filter(|kind| KINDS_SINCE_1_14.contains(kind))
+        .map(|kind| format!("{kind:?} \"v1alpha1\": not registered"))
+        .collect()
+}
+
 pub fn known_kinds() -> Vec<&'static str> {
     fields::KINDS.iter().map(|(k, _)| *k).collect()
 }

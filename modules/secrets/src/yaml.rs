@@ -73,6 +73,18 @@ pub fn string_style(s: &str) -> Style {
     }
 }
 
+/// Strings go-yaml v4.0.0-rc.6 (Talos 1.14.1's) single-quotes although they resolve as strings in
+/// YAML 1.2: YAML 1.1 booleans (`off`, `yes`, ...), sexagesimal floats and the merge key
+/// (`internal/libyaml/representer.go` stringv: `isBase60Float || isOldBool || looksLikeMerge`).
+/// v4.0.0-rc.4 (Talos 1.13.9's) double-quotes them like any other non-plain string.
+pub fn quoted_for_yaml_1_1(s: &str) -> bool {
+    const OLD_BOOLS: &[&str] = &[
+        "y", "Y", "yes", "Yes", "YES", "on", "On", "ON", "n", "N", "no", "No", "NO", "off", "Off",
+        "OFF",
+    ];
+    OLD_BOOLS.contains(&s) || s == "<<" || is_base60_float(s)
+}
+
 /// A string scalar as go-yaml writes it in block context ([`string_style`]). Multi-line
 /// strings, which go-yaml writes as `|` blocks, are double-quoted here; no value this crate
 /// writes contains a line break.

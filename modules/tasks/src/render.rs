@@ -12,7 +12,7 @@ use ferro_talos_config::generate::{
 };
 use ferro_talos_config::normalize::Rules;
 use ferro_talos_config::patch::{Patch, duplicate_warnings};
-use ferro_talos_config::{MachineConfig, redact, validate};
+use ferro_talos_config::{MachineConfig, known_keys, redact, validate};
 use ferro_talos_secrets::Bundle;
 use ferro_talos_secrets::yaml::kind_name;
 use serde_json::{Value, json};
@@ -102,6 +102,17 @@ pub fn render(
     }
     for w in duplicate_warnings(&config) {
         ctx.warn(w);
+    }
+    // Talos 1.13 refuses the whole config for a document kind it does not know; say so now, not
+    // at apply time on the node.
+    let unknown = known_keys::kinds_unknown_to(&config, contract);
+    if !unknown.is_empty() {
+        return Err(ModuleError::new(format!(
+            "the rendered config has documents Talos {contract} does not know ({}); write their \
+             settings in the v1alpha1 document instead (the README's \"Moving to Talos 1.14's config \
+             shape\"), or set talos_version to 1.14 or later",
+            unknown.join("; ")
+        )));
     }
     if p.bool("validate") {
         match validate::validate(&config) {

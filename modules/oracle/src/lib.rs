@@ -1,0 +1,136 @@
+//! Upstream's own config library as a test oracle: `tests/oracle` is a small Go program of ours
+//! linked with `github.com/siderolabs/talos/pkg/machinery` at an exact release, built from the Go
+//! module proxy. [`Oracle::start`] builds it when needed (once: `tests/oracle/build` keeps a
+//! binary newer than its sources) and keeps one process per test, which answers one JSON request
+//! per line.
+//!
+//! A bare clone on a machine without Go cannot build it: a differential test asks
+//! [`Oracle::start`] first and returns early when it gives `None`, after printing why. CI sets
+//! `FERRO_REQUIRE_UPSTREAM=1`, which turns that skip into a failure.
+
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+
+/// Set to `1` to fail instead of skip when the oracle cannot be built (CI does).
+pub const REQUIRED_VARIABLE: &str = "FERRO_REQUIRE_UPSTREAM";
+/// Where the built programs go, instead of `target/upstream` in the checkout.
+pub const DIR_VARIABLE: &str = "FERRO_UPSTREAM_DIR";
+
+/// A machinery release the oracle is built with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Release {
+    /// The newest 1.13 release.
+    V1_13_9,
+    /// The newest 1.14 release the Go module proxy serves here (docs/decisions/0009).
+    V1_14_1,
+}
+
+impl Release {
+    pub const ALL: [Release; 2] = [Release::V1_13_9, Release::V1_14_1];
+
+    pub fn tag(self) -> &'static str {
+        match self {
+            Release::V1_13_9 => "v1.13.9",
+            Release::V1_14_1 => "v1.14.1",
+        }
+    }
+}
+
+/// One running oracle process.
+pub struct Oracle {
+    release: Release,
+    child: Child,
+    input: BufWriter<ChildStdin>,
+    output: BufReader<ChildStdout>,
+}
+
+fn checkout() -> PathBuf {
+    // Every crate sits at modules/<name>; `cargo test` names the package under test's directory.
+    let package = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    package.join("../..")
+}
+
+fn upstream_dir() -> PathBuf {
+    match std::env::var_os(DIR_VARIABLE).filter(|d| !d.is_empty()) {
+        Some(dir) => PathBuf::from(dir),
+        None => checkout().join("target/upstream"),
+    }
+}
+
+/// Prints why the calling test is skipped, or panics when [`REQUIRED_VARIABLE`] is `1`.
+fn skip(reason: &str) -> Option<Oracle> {
+    if std::env::var(REQUIRED_VARIABLE).is_ok_and(|v| v == "1") {
+        panic!("{reason}; {REQUIRED_VARIABLE}=1 makes this a failure");
+    }
+    let thread = std::thread::current();
+    let test = thread.name().unwrap_or("a differential test");
+    // Straight to the terminal: the harness captures a passing test's output, and a skip nobody
+    // sees hides itself.
+    let _ = writeln!(std::io::stderr(), "\nskipped: {test}: {reason}");
+    None
+}
+
+impl Oracle {
+    /// Builds (if needed) and starts the oracle for `release`; `None` after a printed reason when
+    /// it cannot be built here.
+    pub fn start(release: Release) -> Option<Oracle> {
+        let build = checkout().join("tests/oracle/build");
+        let built = Command::new(&build)
+            .env(DIR_VARIABLE, upstream_dir())
+            .stdout(Stdio::inherit())
+            .stderr(Stdio::inherit())
+            .status();
+        match built {
+            Ok(s) if s.success() => {}
+            Ok(s) if s.code() == Some(3) => {
+                return skip("upstream's config library cannot be built: go is not installed");
+            }
+            Ok(s) => return skip(&format!("{} failed ({s})", build.display())),
+            Err(e) => return skip(&format!("{}: {e}", build.display())),
+        }
+        let program = upstream_dir().join(format!("oracle-{}", release.tag()));
+        let mut child = Command::new(&program)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{}: {e}", program.display()));
+        let input = BufWriter::new(child.stdin.take().expect("piped stdin"));
+        let output = BufReader::new(child.stdout.take().expect("piped stdout"));
+        let mut oracle = Oracle {
+            release,
+            child,
+            input,
+            output,
+        };
+        let version = oracle.ask(&json!({"op": "version"}));
+        assert_eq!(version["machinery"], release.tag(), "{}", program.display());
+        Some(oracle)
+    }
+
+    pub fn release(&self) -> Release {
+        self.release
+    }
+
+    /// One request, one answer. A panic inside upstream's code comes back as `{"panic": ...}`.
+    pub fn ask(&mut self, request: &Value) -> Value {
+        serde_json::to_writer(&mut self.input, request).expect("oracle request");
+        self.input.write_all(b"\n").expect("oracle request");
+        self.input.flush().expect("oracle request");
+        let mut line = String::new();
+        let read = self.output.read_line(&mut line).expect("oracle answer");
+        assert!(read > 0, "the oracle ({}) exited", self.release.tag());
+        serde_json::from_str(&line).expect("the oracle answers JSON")
+    }
+}
+
+impl Drop for Oracle {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
+	"github.com/siderolabs/talos/pkg/machinery/config/validation"
+)
+
+// loadConfig decodes a config with upstream's strict loader (unknown keys and kinds are errors,
+// pkg/machinery/config/configloader) and names the documents it found.
+func loadConfig(req request) response {
+	cfg, err := configloader.NewFromBytes([]byte(req.Config))
+	if err != nil {
+		return failure(err)
+	}
+
+	kinds := []string{}
+	for _, doc := range cfg.Documents() {
+		kinds = append(kinds, doc.Kind())
+	}
+
+	return response{"kinds": kinds}
+}
+
+// runtimeMode is validation.RuntimeMode for the platforms the tests name. Upstream's own
+// implementation lives in an internal package of machined; these are the two facts validation
+// asks of it (pkg/machinery/config/validation/runtime_mode.go).
+type runtimeMode string
+
+func (m runtimeMode) String() string        { return string(m) }
+func (m runtimeMode) RequiresInstall() bool { return m == "metal" }
+func (m runtimeMode) InContainer() bool     { return m == "container" }
+
+// validateConfig loads the config, then validates it as `talosctl validate --mode M [--strict]`
+// does (cmd/talosctl/cmd/mgmt/validate.go: WithLocal, client-side validation).
+func validateConfig(req request) response {
+	cfg, err := configloader.NewFromBytes([]byte(req.Config))
+	if err != nil {
+		return response{"load_error": err.Error()}
+	}
+
+	mode := req.Mode
+	if mode == "" {
+		mode = "metal"
+	}
+
+	opts := []validation.Option{validation.WithLocal()}
+	if req.Strict {
+		opts = append(opts, validation.WithStrict())
+	}
+
+	warnings, err := cfg.Validate(runtimeMode(mode), opts...)
+	if warnings == nil {
+		warnings = []string{}
+	}
+
+	resp := response{"warnings": warnings}
+	if err != nil {
+		resp["error"] = err.Error()
+	}
+
+	return resp
+}
