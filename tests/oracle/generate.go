@@ -129,7 +129,8 @@ func generateConfig(req request) response {
 		opts = append(opts, generate.WithKubeSpanEnabled(true))
 	}
 
-	in, err := generate.NewInput(o.ClusterName, o.Endpoint, o.KubernetesVersion, opts...)
+	// talosctl drops a leading "v" (gen/config.go GenerateConfigBundle: KubeVersion).
+	in, err := generate.NewInput(o.ClusterName, o.Endpoint, strings.TrimPrefix(o.KubernetesVersion, "v"), opts...)
 	if err != nil {
 		return failure(err)
 	}
@@ -156,10 +157,48 @@ func generateConfig(req request) response {
 
 	out, err := patchAndEncode(cfg, req.Patches)
 	if err != nil {
-		return failure(err)
+		return withRoundTrip(failure(err), cfg, req.Patches)
 	}
 
-	return response{"config": out}
+	return withRoundTrip(response{"config": out}, cfg, req.Patches)
+}
+
+// withRoundTrip adds, for a request with JSON 6902 patches, whether upstream's JSON 6902 path
+// keeps the config as it is: configpatcher.JSON6902 converts the YAML to JSON and back with
+// ghodss/yaml (yaml.v2, YAML 1.1 rules), which reads `yes` as true and `<<` as a merge key. The
+// answer compares the render with each JSON 6902 patch replaced by an empty one (`[]`: the
+// round trip alone) with the render without them.
+func withRoundTrip(resp response, cfg config.Provider, texts []string) response {
+	var (
+		emptied, dropped []string
+		hasJSON          bool
+	)
+
+	for _, text := range texts {
+		patch, err := configpatcher.LoadPatch([]byte(text))
+		if err != nil {
+			return resp
+		}
+
+		if _, isStrategic := patch.(configpatcher.StrategicMergePatch); isStrategic {
+			emptied = append(emptied, text)
+			dropped = append(dropped, text)
+		} else {
+			hasJSON = true
+
+			emptied = append(emptied, "[]")
+		}
+	}
+
+	if !hasJSON {
+		return resp
+	}
+
+	roundTripped, errA := patchAndEncode(cfg, emptied)
+	direct, errB := patchAndEncode(cfg, dropped)
+	resp["json6902_lossless"] = errA == nil && errB == nil && roundTripped == direct
+
+	return resp
 }
 
 func patchAndEncode(cfg config.Provider, texts []string) (string, error) {

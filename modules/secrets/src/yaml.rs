@@ -57,7 +57,11 @@ pub enum Style {
 pub fn string_style(s: &str) -> Style {
     let a = analyze(s);
     if s.contains('\n') {
-        if a.block_allowed {
+        // go-yaml's representer takes a block only for text of two bytes or more with something
+        // other than white space in it (`shouldUseLiteralStyle`, internal/libyaml/node.go @
+        // v4.0.0-rc.4 and rc.6): "\n" alone is written "\n". Found by the oracle.
+        let literal_worthy = s.len() >= 2 && s.chars().any(|c| !c.is_whitespace());
+        if a.block_allowed && literal_worthy {
             Style::Literal
         } else {
             Style::Double
@@ -83,6 +87,25 @@ pub fn quoted_for_yaml_1_1(s: &str) -> bool {
         "OFF",
     ];
     OLD_BOOLS.contains(&s) || s == "<<" || is_base60_float(s)
+}
+
+/// The style go-yaml gives a ready `!!str` node with no style of its own (what Talos's
+/// `ArgValue.MarshalYAML` returns), which skips the representer: text with a line feed is a block
+/// wherever the emitter allows one (no `shouldUseLiteralStyle`), and YAML 1.1's words (`yes`,
+/// `off`, `1:20`) stay plain (`internal/libyaml/serializer.go` and `emitter.go`
+/// `selectScalarStyle` @ v4.0.0-rc.4 and rc.6; found by the oracle).
+pub fn bare_string_node_style(s: &str) -> Style {
+    if s.contains('\n') {
+        return if analyze(s).block_allowed {
+            Style::Literal
+        } else {
+            Style::Double
+        };
+    }
+    match string_style(s) {
+        Style::Double if s != "<<" && quoted_for_yaml_1_1(s) => Style::Plain,
+        other => other,
+    }
 }
 
 /// A string scalar as go-yaml writes it in block context ([`string_style`]). Multi-line
@@ -123,6 +146,7 @@ fn analyze(s: &str) -> Analysis {
         (false, false, false, false);
     let mut line_breaks = false;
     let mut special = false;
+    let mut tabs = false;
     let mut preceded_by_ws = true;
     let last = chars.len() - 1;
     for (i, &c) in chars.iter().enumerate() {
@@ -141,7 +165,11 @@ fn analyze(s: &str) -> Analysis {
                 _ => {}
             }
         }
-        if !is_printable(c) {
+        // A tab rules out plain and single-quoted text but not a block (`analyzeScalar`'s
+        // tab_characters in go-yaml's emitter @ v4.0.0-rc.4; found by the oracle).
+        if c == '\t' {
+            tabs = true;
+        } else if !is_printable(c) {
             special = true;
         }
         if is_break(c) {
@@ -192,18 +220,20 @@ fn analyze(s: &str) -> Analysis {
         a.plain_allowed = false;
         a.single_allowed = false;
     }
+    if space_break || tabs || special {
+        a.plain_allowed = false;
+        a.single_allowed = false;
+    }
     if space_break || special {
-        a = Analysis {
-            plain_allowed: false,
-            single_allowed: false,
-            block_allowed: false,
-        };
+        a.block_allowed = false;
     }
     if line_breaks || block_indicators {
         a.plain_allowed = false;
     }
-    // Breaks inside single quotes would need folding; go-yaml never produces that for our input
-    // (multi-line strings go literal or double-quoted), so keep such strings double-quoted.
+    // Breaks inside single quotes would need folding. go-yaml writes a string with a line feed
+    // as a block or double-quoted; U+0085, U+2028 and U+2029 it writes raw inside single quotes,
+    // which a reader folds into a space (the value changes). The escapes keep them: a deliberate
+    // divergence the oracle found (modules/config/tests/oracle_properties.rs).
     if line_breaks {
         a.single_allowed = false;
     }
@@ -427,8 +457,17 @@ fn is_timestamp(s: &str) -> bool {
 /// Writes `s` as a go-yaml double-quoted scalar, with its escapes.
 pub fn write_double_quoted(out: &mut String, s: &str) {
     out.push('"');
+    // go-yaml's `isBOM(value, i)` looks at the first three bytes whatever `i` is: a string that
+    // starts with a byte order mark has every character escaped ("\uFEFF\x61"; found by the
+    // oracle).
+    let starts_with_bom = s.starts_with('\u{FEFF}');
     for c in s.chars() {
-        let escape = !is_printable(c) || c == '\u{FEFF}' || is_break(c) || c == '"' || c == '\\';
+        let escape = !is_printable(c)
+            || starts_with_bom
+            || c == '\u{FEFF}'
+            || is_break(c)
+            || c == '"'
+            || c == '\\';
         if !escape {
             out.push(c);
             continue;
