@@ -19,8 +19,11 @@ use std::cmp::Ordering;
 /// How a value is laid out by Talos's typed structs.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Shape {
-    /// Unknown: maps keep their existing key order.
+    /// Unknown, or a number: maps keep their existing key order.
     Leaf,
+    /// Go bool: encoded as any leaf; the decoder takes only YAML booleans there
+    /// (`known_keys::check_document`).
+    Bool,
     /// Free-form Go `map[string]any`: go-yaml sorts keys with its natural-order comparator.
     Any,
     /// Go `map[string]string`: keys in go-yaml's natural order, scalar values become strings.

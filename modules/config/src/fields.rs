@@ -32,7 +32,7 @@ pub(crate) const D_BLOCK_ENCRYPTIONKEY: &[F] = &[
     ),
     F("kms", Struct(D_BLOCK_ENCRYPTIONKEYKMS), Omit(Empty::Never)),
     F("tpm", Struct(D_BLOCK_ENCRYPTIONKEYTPM), Omit(Empty::Never)),
-    F("lockToState", Leaf, Omit(Empty::Never)),
+    F("lockToState", Bool, Omit(Empty::Never)),
 ];
 
 /// `block.EncryptionKeyKMS`
@@ -50,7 +50,7 @@ pub(crate) const D_BLOCK_ENCRYPTIONKEYTPM: &[F] = &[
         Struct(D_BLOCK_ENCRYPTIONKEYTPMOPTIONS),
         Omit(Empty::Never),
     ),
-    F("checkSecurebootStatusOnEnroll", Leaf, Omit(Empty::Never)),
+    F("checkSecurebootStatusOnEnroll", Bool, Omit(Empty::Never)),
 ];
 
 /// `block.EncryptionKeyTPMOptions`
@@ -69,14 +69,14 @@ pub(crate) const D_BLOCK_ENCRYPTIONSPEC: &[F] = &[
     F("keySize", Leaf, Omit(Empty::Number)),
     F("blockSize", Leaf, Omit(Empty::Number)),
     F("options", Seq(&Str), Omit(Empty::List)),
-    F("allowDiscards", Leaf, Omit(Empty::Never)),
+    F("allowDiscards", Bool, Omit(Empty::Never)),
 ];
 
 /// `block.ExistingMountSpec`
 pub(crate) const D_BLOCK_EXISTINGMOUNTSPEC: &[F] = &[
-    F("readOnly", Leaf, Omit(Empty::Never)),
-    F("disableAccessTime", Leaf, Omit(Empty::Never)),
-    F("secure", Leaf, Omit(Empty::Never)),
+    F("readOnly", Bool, Omit(Empty::Never)),
+    F("disableAccessTime", Bool, Omit(Empty::Never)),
+    F("secure", Bool, Omit(Empty::Never)),
 ];
 
 /// `block.ExistingVolumeConfigV1Alpha1`
@@ -100,9 +100,9 @@ pub(crate) const D_BLOCK_EXISTINGVOLUMECONFIGV1ALPHA1: &[F] = &[
 
 /// `block.ExternalMountSpec`
 pub(crate) const D_BLOCK_EXTERNALMOUNTSPEC: &[F] = &[
-    F("readOnly", Leaf, Omit(Empty::Never)),
-    F("disableAccessTime", Leaf, Omit(Empty::Never)),
-    F("secure", Leaf, Omit(Empty::Never)),
+    F("readOnly", Bool, Omit(Empty::Never)),
+    F("disableAccessTime", Bool, Omit(Empty::Never)),
+    F("secure", Bool, Omit(Empty::Never)),
     F(
         "virtiofs",
         Struct(D_BLOCK_VIRTIOFSMOUNTSPEC),
@@ -133,7 +133,7 @@ pub(crate) const D_BLOCK_FILESYSTEMSCRUBCONFIGV1ALPHA1: &[F] = &[
 /// `block.FilesystemSpec`
 pub(crate) const D_BLOCK_FILESYSTEMSPEC: &[F] = &[
     F("type", Str, Omit(Empty::Number)),
-    F("projectQuotaSupport", Leaf, Omit(Empty::Never)),
+    F("projectQuotaSupport", Bool, Omit(Empty::Never)),
     F("xfs", Struct(D_BLOCK_XFSSPEC), Omit(Empty::Never)),
 ];
 
@@ -146,8 +146,8 @@ pub(crate) const D_BLOCK_FILESYSTEMTRIMCONFIGV1ALPHA1: &[F] = &[
 
 /// `block.MountSpec`
 pub(crate) const D_BLOCK_MOUNTSPEC: &[F] = &[
-    F("secure", Leaf, Omit(Empty::Never)),
-    F("disableAccessTime", Leaf, Omit(Empty::Never)),
+    F("secure", Bool, Omit(Empty::Never)),
+    F("disableAccessTime", Bool, Omit(Empty::Never)),
 ];
 
 /// `block.ProvisioningSpec`
@@ -157,7 +157,7 @@ pub(crate) const D_BLOCK_PROVISIONINGSPEC: &[F] = &[
         Struct(D_BLOCK_DISKSELECTOR),
         Omit(Empty::Struct),
     ),
-    F("grow", Leaf, Omit(Empty::Never)),
+    F("grow", Bool, Omit(Empty::Never)),
     F("minSize", Str, Omit(Empty::Custom)),
     F("maxSize", Str, Omit(Empty::Custom)),
 ];
@@ -181,7 +181,7 @@ pub(crate) const D_BLOCK_RAWVOLUMECONFIGV1ALPHA1: &[F] = &[
 
 /// `block.ScrubConfig`
 pub(crate) const D_BLOCK_SCRUBCONFIG: &[F] = &[
-    F("enabled", Leaf, Omit(Empty::Never)),
+    F("enabled", Bool, Omit(Empty::Never)),
     F("interval", Str, Omit(Empty::Custom)),
 ];
 
@@ -208,14 +208,14 @@ pub(crate) const D_BLOCK_SYSTEMVOLUMEFILESYSTEMSPEC: &[F] =
 
 /// `block.TrimConfig`
 pub(crate) const D_BLOCK_TRIMCONFIG: &[F] = &[
-    F("enabled", Leaf, Omit(Empty::Never)),
+    F("enabled", Bool, Omit(Empty::Never)),
     F("interval", Str, Omit(Empty::Custom)),
 ];
 
 /// `block.UserMountSpec`
 pub(crate) const D_BLOCK_USERMOUNTSPEC: &[F] = &[
-    F("disableAccessTime", Leaf, Omit(Empty::Never)),
-    F("secure", Leaf, Omit(Empty::Never)),
+    F("disableAccessTime", Bool, Omit(Empty::Never)),
+    F("secure", Bool, Omit(Empty::Never)),
 ];
 
 /// `block.UserVolumeConfigV1Alpha1`
@@ -290,7 +290,7 @@ pub(crate) const D_BLOCK_ZSWAPCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Str, Omit(Empty::Text)),
     F("kind", Str, Write(Zero::Text)),
     F("maxPoolPercent", Leaf, Omit(Empty::Never)),
-    F("shrinkerEnabled", Leaf, Omit(Empty::Never)),
+    F("shrinkerEnabled", Bool, Omit(Empty::Never)),
 ];
 
 /// `cluster.DiscoveryIdentityConfigV1Alpha1`
@@ -361,7 +361,7 @@ pub(crate) const D_CONTAINER_CONTAINERCONFIGV1ALPHA1: &[F] = &[
 pub(crate) const D_CONTAINER_CONTAINERDEPENDSON: &[F] = &[
     F("paths", Seq(&Str), Omit(Empty::List)),
     F("networks", Seq(&Str), Omit(Empty::List)),
-    F("time", Leaf, Omit(Empty::Never)),
+    F("time", Bool, Omit(Empty::Never)),
     F("containers", Seq(&Str), Omit(Empty::List)),
 ];
 
@@ -460,7 +460,7 @@ pub(crate) const D_CRI_IMAGECACHECONFIGV1ALPHA1: &[F] = &[
 ];
 
 /// `cri.LocalImageCacheConfig`
-pub(crate) const D_CRI_LOCALIMAGECACHECONFIG: &[F] = &[F("enabled", Leaf, Omit(Empty::Never))];
+pub(crate) const D_CRI_LOCALIMAGECACHECONFIG: &[F] = &[F("enabled", Bool, Omit(Empty::Never))];
 
 /// `cri.RegistryAuthConfigV1Alpha1`
 pub(crate) const D_CRI_REGISTRYAUTHCONFIGV1ALPHA1: &[F] = &[
@@ -476,7 +476,7 @@ pub(crate) const D_CRI_REGISTRYAUTHCONFIGV1ALPHA1: &[F] = &[
 /// `cri.RegistryEndpoint`
 pub(crate) const D_CRI_REGISTRYENDPOINT: &[F] = &[
     F("url", Str, Write(Zero::Text)),
-    F("overridePath", Leaf, Omit(Empty::Never)),
+    F("overridePath", Bool, Omit(Empty::Never)),
 ];
 
 /// `cri.RegistryMirrorConfigV1Alpha1`
@@ -489,7 +489,7 @@ pub(crate) const D_CRI_REGISTRYMIRRORCONFIGV1ALPHA1: &[F] = &[
         Seq(&Struct(D_CRI_REGISTRYENDPOINT)),
         Omit(Empty::List),
     ),
-    F("skipFallback", Leaf, Omit(Empty::Never)),
+    F("skipFallback", Bool, Omit(Empty::Never)),
 ];
 
 /// `cri.RegistryTLSConfigV1Alpha1`
@@ -503,7 +503,7 @@ pub(crate) const D_CRI_REGISTRYTLSCONFIGV1ALPHA1: &[F] = &[
         Omit(Empty::Never),
     ),
     F("ca", Str, Omit(Empty::Text)),
-    F("insecureSkipVerify", Leaf, Omit(Empty::Never)),
+    F("insecureSkipVerify", Bool, Omit(Empty::Never)),
 ];
 
 /// `extensions.ConfigFile`
@@ -572,7 +572,7 @@ pub(crate) const D_K8S_KUBEAPISERVERCONFIGV1ALPHA1: &[F] = &[
     ),
     F("apiPort", Leaf, Omit(Empty::Never)),
     F("certExtraSANs", Seq(&Str), Omit(Empty::List)),
-    F("startupProbes", Leaf, Omit(Empty::Never)),
+    F("startupProbes", Bool, Omit(Empty::Never)),
 ];
 
 /// `k8s.KubeAdmissionControlConfigV1Alpha1`
@@ -630,7 +630,7 @@ pub(crate) const D_K8S_KUBECLUSTERCONFIGV1ALPHA1: &[F] = &[
 pub(crate) const D_K8S_KUBECONTROLLERMANAGERCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Str, Omit(Empty::Text)),
     F("kind", Str, Write(Zero::Text)),
-    F("enabled", Leaf, Omit(Empty::Never)),
+    F("enabled", Bool, Omit(Empty::Never)),
     F("image", Str, Write(Zero::Text)),
     F("extraArgs", Args, Omit(Empty::Map)),
     F("env", StrMap, Omit(Empty::Map)),
@@ -645,7 +645,7 @@ pub(crate) const D_K8S_KUBECONTROLLERMANAGERCONFIGV1ALPHA1: &[F] = &[
 pub(crate) const D_K8S_KUBECOREDNSCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Str, Omit(Empty::Text)),
     F("kind", Str, Write(Zero::Text)),
-    F("enabled", Leaf, Omit(Empty::Never)),
+    F("enabled", Bool, Omit(Empty::Never)),
     F("image", Str, Omit(Empty::Text)),
 ];
 
@@ -686,7 +686,7 @@ pub(crate) const D_K8S_KUBEFLANNELCNICONFIGV1ALPHA1: &[F] = &[
         Omit(Empty::Struct),
     ),
     F("extraArgs", Seq(&Str), Omit(Empty::List)),
-    F("kubeNetworkPoliciesEnabled", Leaf, Omit(Empty::Never)),
+    F("kubeNetworkPoliciesEnabled", Bool, Omit(Empty::Never)),
 ];
 
 /// `k8s.KubeInlineManifestConfigV1Alpha1`
@@ -712,8 +712,8 @@ pub(crate) const D_K8S_KUBENETWORKCONFIGV1ALPHA1: &[F] = &[
 pub(crate) const D_K8S_KUBENODECONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Str, Omit(Empty::Text)),
     F("kind", Str, Write(Zero::Text)),
-    F("skipNodeRegistration", Leaf, Omit(Empty::Never)),
-    F("registerWithFQDN", Leaf, Omit(Empty::Never)),
+    F("skipNodeRegistration", Bool, Omit(Empty::Never)),
+    F("registerWithFQDN", Bool, Omit(Empty::Never)),
     F("nodeIP", Struct(D_K8S_NODEIPCONFIG), Write(Zero::Struct)),
     F("labels", StrMap, Omit(Empty::Map)),
     F("annotations", StrMap, Omit(Empty::Map)),
@@ -732,7 +732,7 @@ pub(crate) const D_K8S_KUBEPRISMCONFIGV1ALPHA1: &[F] = &[
 pub(crate) const D_K8S_KUBEPROXYCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Str, Omit(Empty::Text)),
     F("kind", Str, Write(Zero::Text)),
-    F("enabled", Leaf, Omit(Empty::Never)),
+    F("enabled", Bool, Omit(Empty::Never)),
     F("image", Str, Omit(Empty::Text)),
     F("mode", Str, Omit(Empty::Text)),
     F("config", Any, Write(Zero::Map)),
@@ -748,7 +748,7 @@ pub(crate) const D_K8S_KUBEPROXYCONFIGV1ALPHA1: &[F] = &[
 pub(crate) const D_K8S_KUBESCHEDULERCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Str, Omit(Empty::Text)),
     F("kind", Str, Write(Zero::Text)),
-    F("enabled", Leaf, Omit(Empty::Never)),
+    F("enabled", Bool, Omit(Empty::Never)),
     F("image", Str, Write(Zero::Text)),
     F("config", Any, Write(Zero::Map)),
     F("extraArgs", Args, Omit(Empty::Map)),
@@ -802,7 +802,7 @@ pub(crate) const D_K8S_KUBELETCONFIGV1ALPHA1: &[F] = &[
     F("clusterDNS", Seq(&Str), Omit(Empty::List)),
     F(
         "defaultRuntimeSeccompProfileEnabled",
-        Leaf,
+        Bool,
         Omit(Empty::Never),
     ),
 ];
@@ -851,9 +851,9 @@ pub(crate) const D_NETWORK_BGPINSTANCECONFIGV1ALPHA1: &[F] = &[
     F("routerID", Str, Omit(Empty::Custom)),
     F("routeSource", Str, Omit(Empty::Custom)),
     F("advertise", Seq(&Str), Omit(Empty::List)),
-    F("multipath", Leaf, Omit(Empty::Never)),
+    F("multipath", Bool, Omit(Empty::Never)),
     F("maxPaths", Leaf, Omit(Empty::Number)),
-    F("installRoutes", Leaf, Omit(Empty::Never)),
+    F("installRoutes", Bool, Omit(Empty::Never)),
     F(
         "importRoutes",
         Seq(&Struct(D_NETWORK_BGPIMPORTROUTE)),
@@ -872,7 +872,7 @@ pub(crate) const D_NETWORK_BGPNEIGHBORCONFIG: &[F] = &[
     F("link", Str, Omit(Empty::Text)),
     F("peerASN", Leaf, Omit(Empty::Number)),
     F("localASN", Leaf, Omit(Empty::Number)),
-    F("passive", Leaf, Omit(Empty::Bool)),
+    F("passive", Bool, Omit(Empty::Bool)),
     F("holdTime", Str, Omit(Empty::Custom)),
     F("bfd", Struct(D_NETWORK_BGPBFDCONFIG), Omit(Empty::Never)),
 ];
@@ -896,7 +896,7 @@ pub(crate) const D_NETWORK_BONDCONFIGV1ALPHA1: &[F] = &[
     F("miimon", Leaf, Omit(Empty::Never)),
     F("updelay", Leaf, Omit(Empty::Never)),
     F("downdelay", Leaf, Omit(Empty::Never)),
-    F("useCarrier", Leaf, Omit(Empty::Never)),
+    F("useCarrier", Bool, Omit(Empty::Never)),
     F("xmitHashPolicy", Str, Omit(Empty::Never)),
     F("arpInterval", Leaf, Omit(Empty::Never)),
     F("arpIpTargets", Seq(&Str), Omit(Empty::List)),
@@ -919,7 +919,7 @@ pub(crate) const D_NETWORK_BONDCONFIGV1ALPHA1: &[F] = &[
     F("allSlavesActive", Leaf, Omit(Empty::Never)),
     F("peerNotifDelay", Leaf, Omit(Empty::Never)),
     F("missedMax", Leaf, Omit(Empty::Never)),
-    F("up", Leaf, Omit(Empty::Never)),
+    F("up", Bool, Omit(Empty::Never)),
     F("mtu", Leaf, Omit(Empty::Number)),
     F(
         "addresses",
@@ -931,7 +931,7 @@ pub(crate) const D_NETWORK_BONDCONFIGV1ALPHA1: &[F] = &[
         Seq(&Struct(D_NETWORK_ROUTECONFIG)),
         Omit(Empty::List),
     ),
-    F("multicast", Leaf, Omit(Empty::Never)),
+    F("multicast", Bool, Omit(Empty::Never)),
 ];
 
 /// `network.BridgeConfigV1Alpha1`
@@ -951,7 +951,7 @@ pub(crate) const D_NETWORK_BRIDGECONFIGV1ALPHA1: &[F] = &[
         Struct(D_NETWORK_BRIDGEVLANCONFIG),
         Omit(Empty::Struct),
     ),
-    F("up", Leaf, Omit(Empty::Never)),
+    F("up", Bool, Omit(Empty::Never)),
     F("mtu", Leaf, Omit(Empty::Number)),
     F(
         "addresses",
@@ -963,14 +963,14 @@ pub(crate) const D_NETWORK_BRIDGECONFIGV1ALPHA1: &[F] = &[
         Seq(&Struct(D_NETWORK_ROUTECONFIG)),
         Omit(Empty::List),
     ),
-    F("multicast", Leaf, Omit(Empty::Never)),
+    F("multicast", Bool, Omit(Empty::Never)),
 ];
 
 /// `network.BridgeSTPConfig`
-pub(crate) const D_NETWORK_BRIDGESTPCONFIG: &[F] = &[F("enabled", Leaf, Omit(Empty::Never))];
+pub(crate) const D_NETWORK_BRIDGESTPCONFIG: &[F] = &[F("enabled", Bool, Omit(Empty::Never))];
 
 /// `network.BridgeVLANConfig`
-pub(crate) const D_NETWORK_BRIDGEVLANCONFIG: &[F] = &[F("filtering", Leaf, Omit(Empty::Never))];
+pub(crate) const D_NETWORK_BRIDGEVLANCONFIG: &[F] = &[F("filtering", Bool, Omit(Empty::Never))];
 
 /// `network.DHCPv4ConfigV1Alpha1`
 pub(crate) const D_NETWORK_DHCPV4CONFIGV1ALPHA1: &[F] = &[
@@ -978,8 +978,8 @@ pub(crate) const D_NETWORK_DHCPV4CONFIGV1ALPHA1: &[F] = &[
     F("kind", Str, Write(Zero::Text)),
     F("name", Str, Write(Zero::Text)),
     F("routeMetric", Leaf, Omit(Empty::Number)),
-    F("ignoreHostname", Leaf, Omit(Empty::Never)),
-    F("ignoreRoutes", Leaf, Omit(Empty::Never)),
+    F("ignoreHostname", Bool, Omit(Empty::Never)),
+    F("ignoreRoutes", Bool, Omit(Empty::Never)),
     F("clientIdentifier", Str, Omit(Empty::Never)),
     F("duidRaw", Str, Omit(Empty::Custom)),
 ];
@@ -990,7 +990,7 @@ pub(crate) const D_NETWORK_DHCPV6CONFIGV1ALPHA1: &[F] = &[
     F("kind", Str, Write(Zero::Text)),
     F("name", Str, Write(Zero::Text)),
     F("routeMetric", Leaf, Omit(Empty::Number)),
-    F("ignoreHostname", Leaf, Omit(Empty::Never)),
+    F("ignoreHostname", Bool, Omit(Empty::Never)),
     F("clientIdentifier", Str, Omit(Empty::Never)),
     F("duidRaw", Str, Omit(Empty::Custom)),
 ];
@@ -1008,7 +1008,7 @@ pub(crate) const D_NETWORK_DUMMYLINKCONFIGV1ALPHA1: &[F] = &[
     F("kind", Str, Write(Zero::Text)),
     F("name", Str, Write(Zero::Text)),
     F("hardwareAddr", Str, Omit(Empty::Custom)),
-    F("up", Leaf, Omit(Empty::Never)),
+    F("up", Bool, Omit(Empty::Never)),
     F("mtu", Leaf, Omit(Empty::Number)),
     F(
         "addresses",
@@ -1020,7 +1020,7 @@ pub(crate) const D_NETWORK_DUMMYLINKCONFIGV1ALPHA1: &[F] = &[
         Seq(&Struct(D_NETWORK_ROUTECONFIG)),
         Omit(Empty::List),
     ),
-    F("multicast", Leaf, Omit(Empty::Never)),
+    F("multicast", Bool, Omit(Empty::Never)),
 ];
 
 /// `network.EthernetChannelsConfig`
@@ -1058,10 +1058,10 @@ pub(crate) const D_NETWORK_ETHERNETRINGSCONFIG: &[F] = &[
     F("rx-jumbo", Leaf, Omit(Empty::Never)),
     F("rx-buf-len", Leaf, Omit(Empty::Never)),
     F("cqe-size", Leaf, Omit(Empty::Never)),
-    F("tx-push", Leaf, Omit(Empty::Never)),
-    F("rx-push", Leaf, Omit(Empty::Never)),
+    F("tx-push", Bool, Omit(Empty::Never)),
+    F("rx-push", Bool, Omit(Empty::Never)),
     F("tx-push-buf-len", Leaf, Omit(Empty::Never)),
-    F("tcp-data-split", Leaf, Omit(Empty::Never)),
+    F("tcp-data-split", Bool, Omit(Empty::Never)),
 ];
 
 /// `network.HCloudVIPConfigV1Alpha1`
@@ -1086,9 +1086,9 @@ pub(crate) const D_NETWORK_HTTPPROBECONFIGV1ALPHA1: &[F] = &[
 
 /// `network.HostDNSConfig`
 pub(crate) const D_NETWORK_HOSTDNSCONFIG: &[F] = &[
-    F("enabled", Leaf, Omit(Empty::Never)),
-    F("forwardKubeDNSToHost", Leaf, Omit(Empty::Never)),
-    F("resolveMemberNames", Leaf, Omit(Empty::Never)),
+    F("enabled", Bool, Omit(Empty::Never)),
+    F("forwardKubeDNSToHost", Bool, Omit(Empty::Never)),
+    F("resolveMemberNames", Bool, Omit(Empty::Never)),
 ];
 
 /// `network.HostnameConfigV1Alpha1`
@@ -1109,10 +1109,10 @@ pub(crate) const D_NETWORK_INGRESSRULE: &[F] = &[
 pub(crate) const D_NETWORK_KUBESPANCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Str, Omit(Empty::Text)),
     F("kind", Str, Write(Zero::Text)),
-    F("enabled", Leaf, Omit(Empty::Never)),
-    F("advertiseKubernetesNetworks", Leaf, Omit(Empty::Never)),
-    F("allowDownPeerBypass", Leaf, Omit(Empty::Never)),
-    F("harvestExtraEndpoints", Leaf, Omit(Empty::Never)),
+    F("enabled", Bool, Omit(Empty::Never)),
+    F("advertiseKubernetesNetworks", Bool, Omit(Empty::Never)),
+    F("allowDownPeerBypass", Bool, Omit(Empty::Never)),
+    F("harvestExtraEndpoints", Bool, Omit(Empty::Never)),
     F("mtu", Leaf, Omit(Empty::Never)),
     F(
         "filters",
@@ -1159,7 +1159,7 @@ pub(crate) const D_NETWORK_LINKCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Str, Omit(Empty::Text)),
     F("kind", Str, Write(Zero::Text)),
     F("name", Str, Write(Zero::Text)),
-    F("up", Leaf, Omit(Empty::Never)),
+    F("up", Bool, Omit(Empty::Never)),
     F("mtu", Leaf, Omit(Empty::Number)),
     F(
         "addresses",
@@ -1171,7 +1171,7 @@ pub(crate) const D_NETWORK_LINKCONFIGV1ALPHA1: &[F] = &[
         Seq(&Struct(D_NETWORK_ROUTECONFIG)),
         Omit(Empty::List),
     ),
-    F("multicast", Leaf, Omit(Empty::Never)),
+    F("multicast", Bool, Omit(Empty::Never)),
 ];
 
 /// `network.LinkSelector`
@@ -1180,7 +1180,7 @@ pub(crate) const D_NETWORK_LINKSELECTOR: &[F] = &[F("match", Str, Omit(Empty::Cu
 /// `network.NTPConfig`
 pub(crate) const D_NETWORK_NTPCONFIG: &[F] = &[
     F("servers", Seq(&Str), Omit(Empty::List)),
-    F("useNTS", Leaf, Omit(Empty::Never)),
+    F("useNTS", Bool, Omit(Empty::Never)),
 ];
 
 /// `network.NameserverConfig`
@@ -1265,7 +1265,7 @@ pub(crate) const D_NETWORK_RULEPORTSELECTOR: &[F] = &[
 /// `network.SearchDomainsConfig`
 pub(crate) const D_NETWORK_SEARCHDOMAINSCONFIG: &[F] = &[
     F("domains", Seq(&Str), Omit(Empty::List)),
-    F("disableDefault", Leaf, Omit(Empty::Never)),
+    F("disableDefault", Bool, Omit(Empty::Never)),
 ];
 
 /// `network.StaticHostConfigV1Alpha1`
@@ -1291,7 +1291,7 @@ pub(crate) const D_NETWORK_TCPPROBECONFIGV1ALPHA1: &[F] = &[
 pub(crate) const D_NETWORK_TIMESYNCCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Str, Omit(Empty::Text)),
     F("kind", Str, Write(Zero::Text)),
-    F("enabled", Leaf, Omit(Empty::Never)),
+    F("enabled", Bool, Omit(Empty::Never)),
     F("bootTimeout", Str, Omit(Empty::Custom)),
     F("ntp", Struct(D_NETWORK_NTPCONFIG), Omit(Empty::Never)),
     F("ptp", Struct(D_NETWORK_PTPCONFIG), Omit(Empty::Never)),
@@ -1305,7 +1305,7 @@ pub(crate) const D_NETWORK_VLANCONFIGV1ALPHA1: &[F] = &[
     F("vlanID", Leaf, Omit(Empty::Number)),
     F("vlanMode", Str, Omit(Empty::Never)),
     F("parent", Str, Omit(Empty::Text)),
-    F("up", Leaf, Omit(Empty::Never)),
+    F("up", Bool, Omit(Empty::Never)),
     F("mtu", Leaf, Omit(Empty::Number)),
     F(
         "addresses",
@@ -1317,7 +1317,7 @@ pub(crate) const D_NETWORK_VLANCONFIGV1ALPHA1: &[F] = &[
         Seq(&Struct(D_NETWORK_ROUTECONFIG)),
         Omit(Empty::List),
     ),
-    F("multicast", Leaf, Omit(Empty::Never)),
+    F("multicast", Bool, Omit(Empty::Never)),
 ];
 
 /// `network.VRFConfigV1Alpha1`
@@ -1328,7 +1328,7 @@ pub(crate) const D_NETWORK_VRFCONFIGV1ALPHA1: &[F] = &[
     F("hardwareAddr", Str, Omit(Empty::Custom)),
     F("links", Seq(&Str), Omit(Empty::List)),
     F("table", Str, Write(Zero::Literal("unspec"))),
-    F("up", Leaf, Omit(Empty::Never)),
+    F("up", Bool, Omit(Empty::Never)),
     F("mtu", Leaf, Omit(Empty::Number)),
     F(
         "addresses",
@@ -1340,7 +1340,7 @@ pub(crate) const D_NETWORK_VRFCONFIGV1ALPHA1: &[F] = &[
         Seq(&Struct(D_NETWORK_ROUTECONFIG)),
         Omit(Empty::List),
     ),
-    F("multicast", Leaf, Omit(Empty::Never)),
+    F("multicast", Bool, Omit(Empty::Never)),
 ];
 
 /// `network.VethConfigV1Alpha1`
@@ -1353,7 +1353,7 @@ pub(crate) const D_NETWORK_VETHCONFIGV1ALPHA1: &[F] = &[
         Struct(D_NETWORK_VETHPEERCONFIG),
         Write(Zero::Struct),
     ),
-    F("up", Leaf, Omit(Empty::Never)),
+    F("up", Bool, Omit(Empty::Never)),
     F("mtu", Leaf, Omit(Empty::Number)),
     F(
         "addresses",
@@ -1365,13 +1365,13 @@ pub(crate) const D_NETWORK_VETHCONFIGV1ALPHA1: &[F] = &[
         Seq(&Struct(D_NETWORK_ROUTECONFIG)),
         Omit(Empty::List),
     ),
-    F("multicast", Leaf, Omit(Empty::Never)),
+    F("multicast", Bool, Omit(Empty::Never)),
 ];
 
 /// `network.VethPeerConfig`
 pub(crate) const D_NETWORK_VETHPEERCONFIG: &[F] = &[
     F("name", Str, Write(Zero::Text)),
-    F("up", Leaf, Omit(Empty::Never)),
+    F("up", Bool, Omit(Empty::Never)),
     F("mtu", Leaf, Omit(Empty::Number)),
     F(
         "addresses",
@@ -1383,7 +1383,7 @@ pub(crate) const D_NETWORK_VETHPEERCONFIG: &[F] = &[
         Seq(&Struct(D_NETWORK_ROUTECONFIG)),
         Omit(Empty::List),
     ),
-    F("multicast", Leaf, Omit(Empty::Never)),
+    F("multicast", Bool, Omit(Empty::Never)),
 ];
 
 /// `network.WireguardConfigV1Alpha1`
@@ -1399,7 +1399,7 @@ pub(crate) const D_NETWORK_WIREGUARDCONFIGV1ALPHA1: &[F] = &[
         Seq(&Struct(D_NETWORK_WIREGUARDPEER)),
         Omit(Empty::List),
     ),
-    F("up", Leaf, Omit(Empty::Never)),
+    F("up", Bool, Omit(Empty::Never)),
     F("mtu", Leaf, Omit(Empty::Number)),
     F(
         "addresses",
@@ -1411,7 +1411,7 @@ pub(crate) const D_NETWORK_WIREGUARDCONFIGV1ALPHA1: &[F] = &[
         Seq(&Struct(D_NETWORK_ROUTECONFIG)),
         Omit(Empty::List),
     ),
-    F("multicast", Leaf, Omit(Empty::Never)),
+    F("multicast", Bool, Omit(Empty::Never)),
 ];
 
 /// `network.WireguardPeer`
@@ -1474,7 +1474,7 @@ pub(crate) const D_RUNTIME_OOMV1ALPHA1: &[F] = &[
     F("kind", Str, Write(Zero::Text)),
     F("triggerExpression", Str, Omit(Empty::Custom)),
     F("cgroupRankingExpression", Str, Omit(Empty::Custom)),
-    F("strictCgroupClassOrdering", Leaf, Omit(Empty::Never)),
+    F("strictCgroupClassOrdering", Bool, Omit(Empty::Never)),
     F("sampleInterval", Str, Omit(Empty::Custom)),
 ];
 
@@ -1485,14 +1485,14 @@ pub(crate) const D_RUNTIME_PROVISIONINGSPEC: &[F] = &[
         Struct(D_RUNTIME_DISKSELECTORSPEC),
         Omit(Empty::Custom),
     ),
-    F("wipe", Leaf, Omit(Empty::Never)),
+    F("wipe", Bool, Omit(Empty::Never)),
 ];
 
 /// `runtime.SecurityProfileConfigV1Alpha1`
 pub(crate) const D_RUNTIME_SECURITYPROFILECONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Str, Omit(Empty::Text)),
     F("kind", Str, Write(Zero::Text)),
-    F("workloadIsolation", Leaf, Omit(Empty::Never)),
+    F("workloadIsolation", Bool, Omit(Empty::Never)),
 ];
 
 /// `runtime.SysctlConfigV1Alpha1`
@@ -1520,7 +1520,7 @@ pub(crate) const D_RUNTIME_UDEVRULESCONFIGV1ALPHA1: &[F] = &[
 pub(crate) const D_RUNTIME_UNATTENDEDINSTALLCONFIGV1ALPHA1: &[F] = &[
     F("apiVersion", Str, Omit(Empty::Text)),
     F("kind", Str, Write(Zero::Text)),
-    F("reboot", Leaf, Omit(Empty::Never)),
+    F("reboot", Bool, Omit(Empty::Never)),
     F(
         "installer",
         Struct(D_RUNTIME_INSTALLERSPEC),
@@ -1566,8 +1566,8 @@ pub(crate) const D_SECURITY_IMAGEVERIFICATIONCONFIGV1ALPHA1: &[F] = &[
 /// `security.ImageVerificationRuleV1Alpha1`
 pub(crate) const D_SECURITY_IMAGEVERIFICATIONRULEV1ALPHA1: &[F] = &[
     F("image", Str, Omit(Empty::Text)),
-    F("skip", Leaf, Omit(Empty::Never)),
-    F("deny", Leaf, Omit(Empty::Never)),
+    F("skip", Bool, Omit(Empty::Never)),
+    F("deny", Bool, Omit(Empty::Never)),
     F(
         "keyless",
         Struct(D_SECURITY_IMAGEKEYLESSVERIFIERV1ALPHA1),
@@ -1675,7 +1675,7 @@ pub(crate) const D_V1ALPHA1_APISERVERCONFIG: &[F] = &[
     ),
     F("env", StrMap, Omit(Empty::Map)),
     F("certSANs", Seq(&Str), Omit(Empty::List)),
-    F("disablePodSecurityPolicy", Leaf, Omit(Empty::Never)),
+    F("disablePodSecurityPolicy", Bool, Omit(Empty::Never)),
     F(
         "admissionControl",
         Seq(&Struct(D_V1ALPHA1_ADMISSIONPLUGINCONFIG)),
@@ -1741,7 +1741,7 @@ pub(crate) const D_V1ALPHA1_BOND: &[F] = &[
     F("numPeerNotif", Leaf, Omit(Empty::Number)),
     F("tlbDynamicLb", Leaf, Omit(Empty::Number)),
     F("allSlavesActive", Leaf, Omit(Empty::Number)),
-    F("useCarrier", Leaf, Omit(Empty::Never)),
+    F("useCarrier", Bool, Omit(Empty::Never)),
     F("adActorSysPrio", Leaf, Omit(Empty::Number)),
     F("adUserPortKey", Leaf, Omit(Empty::Number)),
     F("peerNotifyDelay", Leaf, Omit(Empty::Number)),
@@ -1758,7 +1758,7 @@ pub(crate) const D_V1ALPHA1_BRIDGE: &[F] = &[
 pub(crate) const D_V1ALPHA1_BRIDGEPORT: &[F] = &[F("master", Str, Omit(Empty::Text))];
 
 /// `v1alpha1.BridgeVLAN`
-pub(crate) const D_V1ALPHA1_BRIDGEVLAN: &[F] = &[F("vlanFiltering", Leaf, Omit(Empty::Never))];
+pub(crate) const D_V1ALPHA1_BRIDGEVLAN: &[F] = &[F("vlanFiltering", Bool, Omit(Empty::Never))];
 
 /// `v1alpha1.CNIConfig`
 pub(crate) const D_V1ALPHA1_CNICONFIG: &[F] = &[
@@ -1849,13 +1849,13 @@ pub(crate) const D_V1ALPHA1_CLUSTERCONFIG: &[F] = &[
         Struct(D_V1ALPHA1_ADMINKUBECONFIGCONFIG),
         Omit(Empty::Never),
     ),
-    F("allowSchedulingOnMasters", Leaf, Omit(Empty::Never)),
-    F("allowSchedulingOnControlPlanes", Leaf, Omit(Empty::Never)),
+    F("allowSchedulingOnMasters", Bool, Omit(Empty::Never)),
+    F("allowSchedulingOnControlPlanes", Bool, Omit(Empty::Never)),
 ];
 
 /// `v1alpha1.ClusterDiscoveryConfig`
 pub(crate) const D_V1ALPHA1_CLUSTERDISCOVERYCONFIG: &[F] = &[
-    F("enabled", Leaf, Omit(Empty::Never)),
+    F("enabled", Bool, Omit(Empty::Never)),
     F(
         "registries",
         Struct(D_V1ALPHA1_DISCOVERYREGISTRIESCONFIG),
@@ -1880,8 +1880,8 @@ pub(crate) const D_V1ALPHA1_CLUSTERNETWORKCONFIG: &[F] = &[
 /// `v1alpha1.Config`
 pub(crate) const D_V1ALPHA1_CONFIG: &[F] = &[
     F("version", Str, Write(Zero::Text)),
-    F("debug", Leaf, Omit(Empty::Never)),
-    F("persist", Leaf, Omit(Empty::Never)),
+    F("debug", Bool, Omit(Empty::Never)),
+    F("persist", Bool, Omit(Empty::Never)),
     F(
         "machine",
         Struct(D_V1ALPHA1_MACHINECONFIG),
@@ -1919,15 +1919,15 @@ pub(crate) const D_V1ALPHA1_CONTROLLERMANAGERCONFIG: &[F] = &[
 
 /// `v1alpha1.CoreDNS`
 pub(crate) const D_V1ALPHA1_COREDNS: &[F] = &[
-    F("disabled", Leaf, Omit(Empty::Never)),
+    F("disabled", Bool, Omit(Empty::Never)),
     F("image", Str, Omit(Empty::Text)),
 ];
 
 /// `v1alpha1.DHCPOptions`
 pub(crate) const D_V1ALPHA1_DHCPOPTIONS: &[F] = &[
     F("routeMetric", Leaf, Write(Zero::Number)),
-    F("ipv4", Leaf, Omit(Empty::Never)),
-    F("ipv6", Leaf, Omit(Empty::Never)),
+    F("ipv4", Bool, Omit(Empty::Never)),
+    F("ipv6", Bool, Omit(Empty::Never)),
     F("duidv6", Str, Omit(Empty::Text)),
 ];
 
@@ -1951,9 +1951,9 @@ pub(crate) const D_V1ALPHA1_DEVICE: &[F] = &[
     ),
     F("vlans", Seq(&Struct(D_V1ALPHA1_VLAN)), Omit(Empty::List)),
     F("mtu", Leaf, Omit(Empty::Number)),
-    F("dhcp", Leaf, Omit(Empty::Never)),
-    F("ignore", Leaf, Omit(Empty::Never)),
-    F("dummy", Leaf, Omit(Empty::Never)),
+    F("dhcp", Bool, Omit(Empty::Never)),
+    F("ignore", Bool, Omit(Empty::Never)),
+    F("dummy", Bool, Omit(Empty::Never)),
     F(
         "dhcpOptions",
         Struct(D_V1ALPHA1_DHCPOPTIONS),
@@ -2075,7 +2075,7 @@ pub(crate) const D_V1ALPHA1_ENCRYPTIONKEYSTATIC: &[F] = &[F("passphrase", Str, O
 
 /// `v1alpha1.EncryptionKeyTPM`
 pub(crate) const D_V1ALPHA1_ENCRYPTIONKEYTPM: &[F] =
-    &[F("checkSecurebootStatusOnEnroll", Leaf, Omit(Empty::Never))];
+    &[F("checkSecurebootStatusOnEnroll", Bool, Omit(Empty::Never))];
 
 /// `v1alpha1.EtcdConfig`
 pub(crate) const D_V1ALPHA1_ETCDCONFIG: &[F] = &[
@@ -2093,7 +2093,7 @@ pub(crate) const D_V1ALPHA1_ETCDCONFIG: &[F] = &[
 
 /// `v1alpha1.ExternalCloudProviderConfig`
 pub(crate) const D_V1ALPHA1_EXTERNALCLOUDPROVIDERCONFIG: &[F] = &[
-    F("enabled", Leaf, Omit(Empty::Never)),
+    F("enabled", Bool, Omit(Empty::Never)),
     F("manifests", Seq(&Str), Omit(Empty::List)),
 ];
 
@@ -2123,15 +2123,15 @@ pub(crate) const D_V1ALPHA1_EXTRAMOUNT: &[F] = &[
 
 /// `v1alpha1.FeaturesConfig`
 pub(crate) const D_V1ALPHA1_FEATURESCONFIG: &[F] = &[
-    F("rbac", Leaf, Omit(Empty::Never)),
-    F("stableHostname", Leaf, Omit(Empty::Never)),
+    F("rbac", Bool, Omit(Empty::Never)),
+    F("stableHostname", Bool, Omit(Empty::Never)),
     F(
         "kubernetesTalosAPIAccess",
         Struct(D_V1ALPHA1_KUBERNETESTALOSAPIACCESSCONFIG),
         Omit(Empty::Never),
     ),
-    F("apidCheckExtKeyUsage", Leaf, Omit(Empty::Never)),
-    F("diskQuotaSupport", Leaf, Omit(Empty::Never)),
+    F("apidCheckExtKeyUsage", Bool, Omit(Empty::Never)),
+    F("diskQuotaSupport", Bool, Omit(Empty::Never)),
     F(
         "kubePrism",
         Struct(D_V1ALPHA1_KUBEPRISM),
@@ -2153,18 +2153,18 @@ pub(crate) const D_V1ALPHA1_FEATURESCONFIG: &[F] = &[
 /// `v1alpha1.FlannelCNIConfig`
 pub(crate) const D_V1ALPHA1_FLANNELCNICONFIG: &[F] = &[
     F("extraArgs", Seq(&Str), Omit(Empty::List)),
-    F("kubeNetworkPoliciesEnabled", Leaf, Omit(Empty::Never)),
+    F("kubeNetworkPoliciesEnabled", Bool, Omit(Empty::Never)),
 ];
 
 /// `v1alpha1.HostDNSConfig`
 pub(crate) const D_V1ALPHA1_HOSTDNSCONFIG: &[F] = &[
-    F("enabled", Leaf, Omit(Empty::Never)),
-    F("forwardKubeDNSToHost", Leaf, Omit(Empty::Never)),
-    F("resolveMemberNames", Leaf, Omit(Empty::Never)),
+    F("enabled", Bool, Omit(Empty::Never)),
+    F("forwardKubeDNSToHost", Bool, Omit(Empty::Never)),
+    F("resolveMemberNames", Bool, Omit(Empty::Never)),
 ];
 
 /// `v1alpha1.ImageCacheConfig`
-pub(crate) const D_V1ALPHA1_IMAGECACHECONFIG: &[F] = &[F("localEnabled", Leaf, Omit(Empty::Never))];
+pub(crate) const D_V1ALPHA1_IMAGECACHECONFIG: &[F] = &[F("localEnabled", Bool, Omit(Empty::Never))];
 
 /// `v1alpha1.InstallConfig`
 pub(crate) const D_V1ALPHA1_INSTALLCONFIG: &[F] = &[
@@ -2181,10 +2181,10 @@ pub(crate) const D_V1ALPHA1_INSTALLCONFIG: &[F] = &[
         Seq(&Struct(D_V1ALPHA1_INSTALLEXTENSIONCONFIG)),
         Omit(Empty::List),
     ),
-    F("bootloader", Leaf, Omit(Empty::Never)),
-    F("wipe", Leaf, Write(Zero::Null)),
-    F("legacyBIOSSupport", Leaf, Omit(Empty::Never)),
-    F("grubUseUKICmdline", Leaf, Omit(Empty::Never)),
+    F("bootloader", Bool, Omit(Empty::Never)),
+    F("wipe", Bool, Write(Zero::Null)),
+    F("legacyBIOSSupport", Bool, Omit(Empty::Never)),
+    F("grubUseUKICmdline", Bool, Omit(Empty::Never)),
 ];
 
 /// `v1alpha1.InstallDiskSelector`
@@ -2218,7 +2218,7 @@ pub(crate) const D_V1ALPHA1_KERNELMODULECONFIG: &[F] = &[
 
 /// `v1alpha1.KubePrism`
 pub(crate) const D_V1ALPHA1_KUBEPRISM: &[F] = &[
-    F("enabled", Leaf, Omit(Empty::Never)),
+    F("enabled", Bool, Omit(Empty::Never)),
     F("port", Leaf, Omit(Empty::Number)),
 ];
 
@@ -2242,17 +2242,17 @@ pub(crate) const D_V1ALPHA1_KUBELETCONFIG: &[F] = &[
     F("credentialProviderConfig", Any, Omit(Empty::Map)),
     F(
         "defaultRuntimeSeccompProfileEnabled",
-        Leaf,
+        Bool,
         Omit(Empty::Never),
     ),
-    F("registerWithFQDN", Leaf, Omit(Empty::Never)),
+    F("registerWithFQDN", Bool, Omit(Empty::Never)),
     F(
         "nodeIP",
         Struct(D_V1ALPHA1_KUBELETNODEIPCONFIG),
         Omit(Empty::Never),
     ),
-    F("skipNodeRegistration", Leaf, Omit(Empty::Never)),
-    F("disableManifestsDirectory", Leaf, Omit(Empty::Never)),
+    F("skipNodeRegistration", Bool, Omit(Empty::Never)),
+    F("disableManifestsDirectory", Bool, Omit(Empty::Never)),
 ];
 
 /// `v1alpha1.KubeletNodeIPConfig`
@@ -2261,7 +2261,7 @@ pub(crate) const D_V1ALPHA1_KUBELETNODEIPCONFIG: &[F] =
 
 /// `v1alpha1.KubernetesTalosAPIAccessConfig`
 pub(crate) const D_V1ALPHA1_KUBERNETESTALOSAPIACCESSCONFIG: &[F] = &[
-    F("enabled", Leaf, Omit(Empty::Never)),
+    F("enabled", Bool, Omit(Empty::Never)),
     F("allowedRoles", Seq(&Str), Omit(Empty::List)),
     F("allowedKubernetesNamespaces", Seq(&Str), Omit(Empty::List)),
 ];
@@ -2390,7 +2390,7 @@ pub(crate) const D_V1ALPHA1_MACHINECONTROLPLANECONFIG: &[F] = &[
 
 /// `v1alpha1.MachineControllerManagerConfig`
 pub(crate) const D_V1ALPHA1_MACHINECONTROLLERMANAGERCONFIG: &[F] =
-    &[F("disabled", Leaf, Omit(Empty::Never))];
+    &[F("disabled", Bool, Omit(Empty::Never))];
 
 /// `v1alpha1.MachineDisk`
 pub(crate) const D_V1ALPHA1_MACHINEDISK: &[F] = &[
@@ -2412,7 +2412,7 @@ pub(crate) const D_V1ALPHA1_MACHINEFILE: &[F] = &[
 
 /// `v1alpha1.MachineSchedulerConfig`
 pub(crate) const D_V1ALPHA1_MACHINESCHEDULERCONFIG: &[F] =
-    &[F("disabled", Leaf, Omit(Empty::Never))];
+    &[F("disabled", Bool, Omit(Empty::Never))];
 
 /// `v1alpha1.MachineSeccompProfile`
 pub(crate) const D_V1ALPHA1_MACHINESECCOMPPROFILE: &[F] = &[
@@ -2440,7 +2440,7 @@ pub(crate) const D_V1ALPHA1_NETWORKCONFIG: &[F] = &[
         Struct(D_V1ALPHA1_NETWORKKUBESPAN),
         Omit(Empty::Never),
     ),
-    F("disableSearchDomain", Leaf, Omit(Empty::Never)),
+    F("disableSearchDomain", Bool, Omit(Empty::Never)),
 ];
 
 /// `v1alpha1.NetworkDeviceSelector`
@@ -2450,15 +2450,15 @@ pub(crate) const D_V1ALPHA1_NETWORKDEVICESELECTOR: &[F] = &[
     F("permanentAddr", Str, Omit(Empty::Text)),
     F("pciID", Str, Omit(Empty::Text)),
     F("driver", Str, Omit(Empty::Text)),
-    F("physical", Leaf, Omit(Empty::Never)),
+    F("physical", Bool, Omit(Empty::Never)),
 ];
 
 /// `v1alpha1.NetworkKubeSpan`
 pub(crate) const D_V1ALPHA1_NETWORKKUBESPAN: &[F] = &[
-    F("enabled", Leaf, Omit(Empty::Never)),
-    F("advertiseKubernetesNetworks", Leaf, Omit(Empty::Never)),
-    F("allowDownPeerBypass", Leaf, Omit(Empty::Never)),
-    F("harvestExtraEndpoints", Leaf, Omit(Empty::Never)),
+    F("enabled", Bool, Omit(Empty::Never)),
+    F("advertiseKubernetesNetworks", Bool, Omit(Empty::Never)),
+    F("allowDownPeerBypass", Bool, Omit(Empty::Never)),
+    F("harvestExtraEndpoints", Bool, Omit(Empty::Never)),
     F("mtu", Leaf, Omit(Empty::Never)),
     F(
         "filters",
@@ -2469,7 +2469,7 @@ pub(crate) const D_V1ALPHA1_NETWORKKUBESPAN: &[F] = &[
 
 /// `v1alpha1.ProxyConfig`
 pub(crate) const D_V1ALPHA1_PROXYCONFIG: &[F] = &[
-    F("disabled", Leaf, Omit(Empty::Never)),
+    F("disabled", Bool, Omit(Empty::Never)),
     F("image", Str, Omit(Empty::Text)),
     F("mode", Str, Omit(Empty::Text)),
     F("extraArgs", Args, Omit(Empty::Map)),
@@ -2513,18 +2513,18 @@ pub(crate) const D_V1ALPHA1_REGISTRYCONFIG: &[F] = &[
 
 /// `v1alpha1.RegistryKubernetesConfig`
 pub(crate) const D_V1ALPHA1_REGISTRYKUBERNETESCONFIG: &[F] =
-    &[F("disabled", Leaf, Omit(Empty::Never))];
+    &[F("disabled", Bool, Omit(Empty::Never))];
 
 /// `v1alpha1.RegistryMirrorConfig`
 pub(crate) const D_V1ALPHA1_REGISTRYMIRRORCONFIG: &[F] = &[
     F("endpoints", Seq(&Str), Write(Zero::List)),
-    F("overridePath", Leaf, Omit(Empty::Never)),
-    F("skipFallback", Leaf, Omit(Empty::Never)),
+    F("overridePath", Bool, Omit(Empty::Never)),
+    F("skipFallback", Bool, Omit(Empty::Never)),
 ];
 
 /// `v1alpha1.RegistryServiceConfig`
 pub(crate) const D_V1ALPHA1_REGISTRYSERVICECONFIG: &[F] = &[
-    F("disabled", Leaf, Omit(Empty::Never)),
+    F("disabled", Bool, Omit(Empty::Never)),
     F("endpoint", Str, Omit(Empty::Text)),
 ];
 
@@ -2536,7 +2536,7 @@ pub(crate) const D_V1ALPHA1_REGISTRYTLSCONFIG: &[F] = &[
         Omit(Empty::Never),
     ),
     F("ca", Str, Omit(Empty::List)),
-    F("insecureSkipVerify", Leaf, Omit(Empty::Never)),
+    F("insecureSkipVerify", Bool, Omit(Empty::Never)),
 ];
 
 /// `v1alpha1.ResourcesConfig`
@@ -2555,7 +2555,7 @@ pub(crate) const D_V1ALPHA1_ROUTE: &[F] = &[
 ];
 
 /// `v1alpha1.STP`
-pub(crate) const D_V1ALPHA1_STP: &[F] = &[F("enabled", Leaf, Omit(Empty::Never))];
+pub(crate) const D_V1ALPHA1_STP: &[F] = &[F("enabled", Bool, Omit(Empty::Never))];
 
 /// `v1alpha1.SchedulerConfig`
 pub(crate) const D_V1ALPHA1_SCHEDULERCONFIG: &[F] = &[
@@ -2591,7 +2591,7 @@ pub(crate) const D_V1ALPHA1_SYSTEMDISKENCRYPTIONCONFIG: &[F] = &[
 
 /// `v1alpha1.TimeConfig`
 pub(crate) const D_V1ALPHA1_TIMECONFIG: &[F] = &[
-    F("disabled", Leaf, Omit(Empty::Never)),
+    F("disabled", Bool, Omit(Empty::Never)),
     F("servers", Seq(&Str), Omit(Empty::List)),
     F("bootTimeout", Str, Omit(Empty::Custom)),
 ];
@@ -2610,7 +2610,7 @@ pub(crate) const D_V1ALPHA1_VLAN: &[F] = &[
     F("addresses", Seq(&Str), Omit(Empty::List)),
     F("cidr", Str, Omit(Empty::Text)),
     F("routes", Seq(&Struct(D_V1ALPHA1_ROUTE)), Write(Zero::List)),
-    F("dhcp", Leaf, Omit(Empty::Never)),
+    F("dhcp", Bool, Omit(Empty::Never)),
     F("vlanId", Leaf, Write(Zero::Number)),
     F("mtu", Leaf, Omit(Empty::Number)),
     F(
@@ -2629,7 +2629,7 @@ pub(crate) const D_V1ALPHA1_VLAN: &[F] = &[
 pub(crate) const D_V1ALPHA1_VOLUMEMOUNTCONFIG: &[F] = &[
     F("hostPath", Str, Write(Zero::Text)),
     F("mountPath", Str, Write(Zero::Text)),
-    F("readonly", Leaf, Omit(Empty::Bool)),
+    F("readonly", Bool, Omit(Empty::Bool)),
 ];
 
 /// Registered document kinds (apiVersion v1alpha1) and their fields, `apiVersion` and `kind`

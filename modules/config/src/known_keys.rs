@@ -33,11 +33,38 @@ impl std::fmt::Display for UnknownKey {
     }
 }
 
+/// A value of a kind its field cannot take: a string where a bool goes, a string where a list
+/// goes, a list where a string goes (go-yaml's `cannot construct !!str `x` into bool`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WrongType {
+    /// Where, as in [`UnknownKey`].
+    pub path: String,
+    /// What the field takes: `a bool`, `a list`, `a string`, `a map`.
+    pub expected: &'static str,
+    /// What is there, as go-yaml shows it: `!!str `sometimes``, `!!seq`, `!!int `1``; a long
+    /// scalar is cut after 7 characters, as go-yaml cuts it.
+    pub found: String,
+}
+
+impl std::fmt::Display for WrongType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} must be {}, not {}",
+            self.path, self.expected, self.found
+        )
+    }
+}
+
 /// What in a document Talos would refuse to decode.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refusal {
     /// The document's kind is not one Talos registers.
     UnknownKind { kind: String },
+    /// A known kind under an apiVersion Talos does not register it with.
+    UnknownVersion { kind: String, api_version: String },
+    /// Values their fields cannot take (go-yaml refuses these before it looks at keys).
+    WrongTypes(Vec<WrongType>),
     /// Keys no field takes.
     UnknownKeys(Vec<UnknownKey>),
 }
@@ -52,6 +79,18 @@ impl std::fmt::Display for Refusal {
                     write!(f, " (did you mean {k}?)")?;
                 }
                 write!(f, "; Talos refuses document kinds it has not registered")
+            }
+            Refusal::UnknownVersion { kind, api_version } => write!(
+                f,
+                "{kind:?} {api_version:?}: not registered; Talos registers {kind} as apiVersion v1alpha1"
+            ),
+            Refusal::WrongTypes(wrong) => {
+                let list: Vec<String> = wrong.iter().map(WrongType::to_string).collect();
+                write!(
+                    f,
+                    "cannot decode: {}; Talos refuses a value its field cannot take",
+                    list.join(", ")
+                )
             }
             Refusal::UnknownKeys(keys) => {
                 let list: Vec<String> = keys.iter().map(UnknownKey::to_string).collect();
@@ -77,21 +116,114 @@ pub fn check_document(doc: &Value) -> Result<(), Refusal> {
             None => return Err(Refusal::UnknownKind { kind: id.kind }),
         }
     };
-    let mut found = Vec::new();
+    if !id.is_v1alpha1() && id.api_version != "v1alpha1" {
+        // Every kind Talos 1.13 and 1.14 register is v1alpha1 (the sim's tables of upstream's
+        // types, modules/sim/src/decode/config-types-*.json).
+        return Err(Refusal::UnknownVersion {
+            kind: id.kind,
+            api_version: id.api_version,
+        });
+    }
+    let mut found = Findings::default();
     let prefix = if id.is_v1alpha1() {
         String::new()
     } else {
         format!("{}.", id.kind)
     };
     walk(doc, Shape::Struct(fields), &prefix, &mut found);
-    if found.is_empty() {
-        Ok(())
+    if !found.wrong_types.is_empty() {
+        Err(Refusal::WrongTypes(found.wrong_types))
+    } else if !found.unknown_keys.is_empty() {
+        Err(Refusal::UnknownKeys(found.unknown_keys))
     } else {
-        Err(Refusal::UnknownKeys(found))
+        Ok(())
     }
 }
 
-fn walk(v: &Value, shape: Shape, at: &str, found: &mut Vec<UnknownKey>) {
+/// The unknown keys alone, of a document of a known kind (an unknown kind has none): for checks
+/// of the key table itself, whose synthesised values are placeholders of no particular type.
+pub fn unknown_keys(doc: &Value) -> Vec<UnknownKey> {
+    let id = DocId::of(doc);
+    let fields = if id.is_v1alpha1() {
+        fields::V1ALPHA1
+    } else {
+        match fields::KINDS.iter().find(|(k, _)| *k == id.kind) {
+            Some((_, fields)) => *fields,
+            None => return Vec::new(),
+        }
+    };
+    let prefix = if id.is_v1alpha1() {
+        String::new()
+    } else {
+        format!("{}.", id.kind)
+    };
+    let mut found = Findings::default();
+    walk(doc, Shape::Struct(fields), &prefix, &mut found);
+    found.unknown_keys
+}
+
+#[derive(Default)]
+struct Findings {
+    unknown_keys: Vec<UnknownKey>,
+    wrong_types: Vec<WrongType>,
+}
+
+/// go-yaml's name for a value's node (`!!str `x``, `!!seq`), with its cut of long scalars
+/// (`internal/libyaml/constructor.go` @ v4.0.0-rc.4: more than 10 characters keep 7 and `...`).
+fn node_name(v: &Value) -> String {
+    let scalar = |tag: &str, text: String| {
+        let shown = if text.chars().count() > 10 {
+            format!("{}...", text.chars().take(7).collect::<String>())
+        } else {
+            text
+        };
+        format!("{tag} `{shown}`")
+    };
+    match v {
+        Value::Array(_) => "!!seq".into(),
+        Value::Object(_) => "!!map".into(),
+        Value::String(s) => scalar("!!str", s.clone()),
+        Value::Bool(b) => scalar("!!bool", b.to_string()),
+        Value::Number(n) if n.is_f64() => scalar("!!float", n.to_string()),
+        Value::Number(n) => scalar("!!int", n.to_string()),
+        Value::Null => "!!null".into(),
+    }
+}
+
+/// YAML 1.1's booleans, which go-yaml v4 still takes into a Go bool (tests/oracle at v1.13.9:
+/// `wipe: yes` loads, `wipe: 'true'` does not; our parser reads both as strings).
+const YAML_1_1_BOOLS: &[&str] = &[
+    "y", "Y", "yes", "Yes", "YES", "on", "On", "ON", "n", "N", "no", "No", "NO", "off", "Off",
+    "OFF",
+];
+
+/// What a value of this shape must be, when what is there is not that.
+fn wrong_type(shape: Shape, v: &Value) -> Option<&'static str> {
+    match (shape, v) {
+        (_, Value::Null) => None,
+        // A strategic-merge delete (`certSANs: {$patch: delete}`) stands in for any value.
+        (_, Value::Object(m)) if m.keys().any(|k| k.starts_with("$patch")) => None,
+        (Shape::Bool, Value::Bool(_)) => None,
+        (Shape::Bool, Value::String(s)) if YAML_1_1_BOOLS.contains(&s.as_str()) => None,
+        (Shape::Bool, _) => Some("a bool"),
+        (Shape::Seq(_), Value::Array(_)) => None,
+        (Shape::Seq(_), _) => Some("a list"),
+        (Shape::Str, Value::Array(_) | Value::Object(_)) => Some("a string"),
+        (Shape::Struct(_) | Shape::Map(_) | Shape::StrMap, Value::Object(_)) => None,
+        (Shape::Struct(_) | Shape::Map(_) | Shape::StrMap, _) => Some("a map"),
+        _ => None,
+    }
+}
+
+fn walk(v: &Value, shape: Shape, at: &str, found: &mut Findings) {
+    if let Some(expected) = wrong_type(shape, v) {
+        found.wrong_types.push(WrongType {
+            path: at.trim_end_matches('.').to_string(),
+            expected,
+            found: node_name(v),
+        });
+        return;
+    }
     match (shape, v) {
         (Shape::Struct(fields), Value::Object(m)) => {
             for (k, x) in m {
@@ -101,7 +233,7 @@ fn walk(v: &Value, shape: Shape, at: &str, found: &mut Vec<UnknownKey>) {
                 let path = format!("{at}{k}");
                 match fields.iter().find(|F(name, _, _)| name == k) {
                     Some(F(_, inner, _)) => walk(x, *inner, &format!("{path}."), found),
-                    None => found.push(UnknownKey {
+                    None => found.unknown_keys.push(UnknownKey {
                         did_you_mean: closest(k, fields).map(|s| format!("{at}{s}")),
                         path,
                     }),
@@ -117,6 +249,11 @@ fn walk(v: &Value, shape: Shape, at: &str, found: &mut Vec<UnknownKey>) {
         (Shape::Map(inner), Value::Object(m)) => {
             for (k, x) in m {
                 walk(x, *inner, &format!("{at}{k}."), found);
+            }
+        }
+        (Shape::StrMap, Value::Object(m)) => {
+            for (k, x) in m {
+                walk(x, Shape::Str, &format!("{at}{k}."), found);
             }
         }
         // Free-form maps, strings, numbers and fields of unknown type take anything.

@@ -1238,14 +1238,18 @@ auto: stable
         let mut c = base();
         let patches = vec![
             Patch::parse(DISKS).unwrap(),
-            Patch::parse("machine:\n  install:\n    disk: [a]\n").unwrap(),
+            Patch::parse(r#"[{"op": "remove", "path": "/machine/install/disk/x"}]"#).unwrap(),
         ];
         let e = format!("{:#}", c.apply_patches(&patches).unwrap_err());
+        assert!(e.starts_with("config patch 2"), "{e}");
+        assert_eq!(c, base());
+        // A value its field cannot take is refused when the patch is read, naming the field.
+        let e = Patch::parse("machine:\n  install:\n    disk: [a]\n").unwrap_err();
         assert!(
-            e.starts_with("config patch 2") && e.contains("machine.install.disk"),
+            e.to_string()
+                .contains("machine.install.disk must be a string, not !!seq"),
             "{e}"
         );
-        assert_eq!(c, base());
     }
 
     #[test]

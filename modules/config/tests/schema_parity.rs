@@ -77,6 +77,8 @@ fn full(defs: &Map<String, Value>, s: &Value, depth: usize) -> Value {
                 None => json!({"key": "x"}),
             }
         }
+        // A boolean gets a boolean: the table refuses a string there, as go-yaml does.
+        Some("boolean") => json!(true),
         _ => json!("x"),
     }
 }
@@ -94,6 +96,15 @@ fn refusals(schema_file: &str) -> Vec<String> {
         match check_document(&doc) {
             Ok(()) => {}
             Err(Refusal::UnknownKind { kind }) => out.push(format!("kind {kind}")),
+            Err(Refusal::UnknownVersion { kind, api_version }) => {
+                out.push(format!("kind {kind} {api_version}"))
+            }
+            // Placeholder values are of no type; the keys under them are what counts here.
+            Err(Refusal::WrongTypes(_)) => {
+                for k in ferro_talos_config::known_keys::unknown_keys(&doc) {
+                    out.push(k.path.replace("[0]", ""));
+                }
+            }
             Err(Refusal::UnknownKeys(keys)) => {
                 for k in keys {
                     // List indexes say nothing here.

@@ -125,7 +125,9 @@ def shape(t, owner, key):
         return "Any"
     if t == "string":
         return "Str"
-    if t in NUMBERS or t == "bool":
+    if t == "bool":
+        return "Bool"
+    if t in NUMBERS:
         return "Leaf"
     # named types
     if is_args(t):

@@ -205,6 +205,15 @@ fn every_key_upstream_decodes_is_one_talos_config_accepts() {
                 Err(Refusal::UnknownKind { kind }) => {
                     refused.push(format!("{release:?} kind {kind}"))
                 }
+                Err(Refusal::UnknownVersion { kind, api_version }) => {
+                    refused.push(format!("{release:?} kind {kind} {api_version}"))
+                }
+                // Placeholder values are of no type; the keys under them are what counts here.
+                Err(Refusal::WrongTypes(_)) => {
+                    for k in ferro_talos_config::known_keys::unknown_keys(&doc) {
+                        refused.push(format!("{release:?} {kind}: {}", k.path));
+                    }
+                }
                 Err(Refusal::UnknownKeys(keys)) => {
                     for k in keys {
                         refused.push(format!("{release:?} {kind}: {}", k.path));
@@ -249,6 +258,8 @@ fn full_value(table: &table::Table, ty: &table::GoType, depth: usize) -> Value {
             m.insert("key".into(), full_value(table, inner, depth + 1));
             Value::Object(m)
         }
+        // A bool gets a bool: the collection's check refuses a string there, as go-yaml does.
+        GoType::Basic(b) if b == "bool" => Value::Bool(true),
         GoType::Any | GoType::Basic(_) => Value::String("x".into()),
         GoType::Named(name) => match table.named(name) {
             None => Value::String("x".into()),
