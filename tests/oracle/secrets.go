@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/pem"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
@@ -143,7 +144,11 @@ func describeSecrets(req request) response {
 	}
 
 	if bundle.Cluster != nil {
-		resp["cluster_id_len"] = decodedLen(bundle.Cluster.ID)
+		// 1.13 writes the ID in base64's URL alphabet, 1.14 in the standard one
+		// (config/types/cluster/discovery_identity.go ClusterIDEncoding @ v1.14.1); one ID shows
+		// its alphabet only when it happens to hold one of the four characters that differ.
+		resp["cluster_id_len"] = max(decodedLen(bundle.Cluster.ID), urlDecodedLen(bundle.Cluster.ID))
+		resp["cluster_id_alphabet"] = alphabet(bundle.Cluster.ID)
 		resp["cluster_secret_len"] = decodedLen(bundle.Cluster.Secret)
 	}
 
@@ -161,6 +166,26 @@ func decodedLen(b64 string) int {
 	}
 
 	return len(raw)
+}
+
+func urlDecodedLen(b64 string) int {
+	raw, err := base64.URLEncoding.DecodeString(b64)
+	if err != nil {
+		return -1
+	}
+
+	return len(raw)
+}
+
+func alphabet(b64 string) string {
+	switch {
+	case strings.ContainsAny(b64, "-_"):
+		return "url"
+	case strings.ContainsAny(b64, "+/"):
+		return "standard"
+	default:
+		return "either"
+	}
 }
 
 func describeCert(crtPEM, keyPEM []byte) (*certFacts, error) {

@@ -157,7 +157,10 @@ fn patch() -> impl Strategy<Value = String> {
             p.push_str(&map_patch(&["extraArgs"], &e));
             p
         }),
-        (key(), text()).prop_map(|(k, v)| format!(
+        // Not the key `<<`: upstream's JSON 6902 path writes it back unquoted (ghodss/yaml's
+        // JSONToYAML), where its loader takes it for a merge key and refuses the config
+        // ("map merge requires map or sequence of maps"); the collection keeps the label.
+        (key().prop_filter("upstream writes a plain << key", |k| k != "<<"), text()).prop_map(|(k, v)| format!(
             "[{{\"op\": \"add\", \"path\": \"/machine/nodeLabels/{}\", \"value\": {}}}]",
             k.replace('~', "~0").replace('/', "~1").replace('\\', "\\\\").replace('"', "\\\""),
             yaml_quoted(&v)
