@@ -2,6 +2,7 @@ package main
 
 import (
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
+	"github.com/siderolabs/talos/pkg/machinery/config/encoder"
 	"github.com/siderolabs/talos/pkg/machinery/config/validation"
 )
 
@@ -19,6 +20,23 @@ func loadConfig(req request) response {
 	}
 
 	return response{"kinds": kinds}
+}
+
+// reencodeConfig loads a config and encodes it again, comments disabled: what upstream makes of
+// the values a text holds. A text upstream wrote reads back as written unless its encoder lost
+// something on the way (see modules/config/tests/oracle/mod.rs).
+func reencodeConfig(req request) response {
+	cfg, err := configloader.NewFromBytes([]byte(req.Config))
+	if err != nil {
+		return failure(err)
+	}
+
+	out, err := cfg.EncodeBytes(encoder.WithComments(encoder.CommentsDisabled))
+	if err != nil {
+		return failure(err)
+	}
+
+	return response{"config": string(out)}
 }
 
 // runtimeMode is validation.RuntimeMode for the platforms the tests name. Upstream's own

@@ -9,6 +9,7 @@
 //	{"op":"generate","secrets":YAML,"options":{...},"patches":[YAML...]}
 //	{"op":"patch","config":YAML,"patches":[YAML...]}
 //	{"op":"load","config":YAML}
+//	{"op":"reencode","config":YAML}
 //	{"op":"validate","config":YAML,"mode":"metal","strict":true}
 //	{"op":"secrets_from_config","config":YAML}
 //	{"op":"generate_secrets","contract":"1.14"}
@@ -51,6 +52,8 @@ func answer(req request) response {
 		return loadConfig(req)
 	case "validate":
 		return validateConfig(req)
+	case "reencode":
+		return reencodeConfig(req)
 	case "secrets_from_config":
 		return secretsFromConfig(req)
 	case "generate_secrets":

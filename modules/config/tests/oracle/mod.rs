@@ -123,15 +123,39 @@ pub fn theirs(
     )
 }
 
-/// Whether upstream's loader accepts `text`. Upstream's encoder writes a few strings in a form
-/// its own loader refuses (a block scalar with a leading space inside a sequence item gets the
-/// indicator `|4`, which does not parse back); where our text differs from such output, ours
-/// must load instead.
-pub fn loads(oracle: &mut Oracle, text: &str) -> Result<(), String> {
-    let answer = oracle.ask(&json!({"op": "load", "config": text}));
-    match answer["error"].as_str() {
-        Some(e) => Err(e.to_string()),
-        None => Ok(()),
+/// Upstream's encoder loses a few values: a block scalar with a leading space inside a sequence
+/// item gets the indicator `|4`, which either does not parse back at all ("did not find expected
+/// '-' indicator") or parses as something else (`- |4` over ` #` reads as an empty string and a
+/// comment). Where upstream's text does not read back as written, in upstream's own loader and
+/// encoder, the comparison is of values: upstream must make of our text exactly the text it
+/// wrote itself. `Ok(false)` when upstream's text reads back as written (compare bytes then).
+pub fn upstream_loses_what_we_keep(
+    oracle: &mut Oracle,
+    ours: &str,
+    theirs: &str,
+) -> Result<bool, String> {
+    let reencode = |oracle: &mut Oracle, text: &str| {
+        let answer = oracle.ask(&json!({"op": "reencode", "config": text}));
+        answer["config"]
+            .as_str()
+            .map(String::from)
+            .ok_or_else(|| answer["error"].as_str().unwrap_or("no answer").to_string())
+    };
+    if reencode(oracle, theirs).as_deref() == Ok(theirs) {
+        return Ok(false);
+    }
+    match reencode(oracle, ours) {
+        Ok(again) if again == theirs => Ok(true),
+        Ok(again) => Err(format!(
+            "upstream's text does not read back, and ours holds other values: {}",
+            explain(
+                &Outcome::Config(again),
+                &Outcome::Config(theirs.to_string())
+            )
+        )),
+        Err(e) => Err(format!(
+            "upstream's text does not read back, nor does ours: {e}"
+        )),
     }
 }
 
