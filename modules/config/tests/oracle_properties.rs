@@ -2,7 +2,8 @@
 //! (tests/oracle): the two must agree, byte for byte or in refusing. proptest shrinks any
 //! difference to a small case; pin each one found in oracle_generate.rs's corpus.
 //!
-//! CI runs `FERRO_ORACLE_CASES` cases (default 2000); `tools/oracle-properties` runs 100,000.
+//! CI runs `FERRO_ORACLE_CASES` cases (default 5,000, seed 30); `tools/oracle-properties` runs
+//! 100,000 (four seeds).
 //! Without Go the test prints why and returns; `FERRO_REQUIRE_UPSTREAM=1` makes that a failure.
 
 mod oracle;
@@ -308,7 +309,7 @@ fn cases() -> u32 {
     std::env::var("FERRO_ORACLE_CASES")
         .ok()
         .and_then(|c| c.parse().ok())
-        .unwrap_or(2000)
+        .unwrap_or(5000)
 }
 
 #[test]
