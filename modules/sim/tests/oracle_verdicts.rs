@@ -181,6 +181,45 @@ const V1ALPHA1_CASES: &[Case] = &[
         "        image: \"ghcr.io/siderolabs/installer:\"\n",
         None,
     ),
+    // Talos 1.14's documents and the v1alpha1 fields they replace, both set: the 1.14
+    // conflict checks (`config/container/validate.go` @ v1.14.1). On a 1.13 config most of these
+    // repeat a key that is already there instead.
+    case(
+        "kubelet in v1alpha1 beside KubeletConfig",
+        "    certSANs: []\n",
+        "    certSANs: []\n    kubelet:\n        image: ghcr.io/siderolabs/kubelet:v1.36.3\n",
+        Some("kubelet"),
+    ),
+    case(
+        "node labels in v1alpha1 beside KubeNodeConfig",
+        "    certSANs: []\n",
+        "    certSANs: []\n    nodeLabels:\n        a: b\n",
+        Some("nodeLabels"),
+    ),
+    case(
+        "cluster network in v1alpha1 beside KubeNetworkConfig",
+        "cluster:\n",
+        "cluster:\n    network:\n        dnsDomain: x.local\n",
+        Some("network"),
+    ),
+    case(
+        "install in v1alpha1 beside UnattendedInstallConfig",
+        "    certSANs: []\n",
+        "    certSANs: []\n    install:\n        disk: /dev/sda\n",
+        Some("install"),
+    ),
+    case(
+        "hostname in v1alpha1 beside HostnameConfig",
+        "    certSANs: []\n",
+        "    certSANs: []\n    network:\n        hostname: h1\n",
+        Some("hostname"),
+    ),
+    case(
+        "endpoint in v1alpha1 beside KubeClusterConfig",
+        "cluster:\n",
+        "cluster:\n    controlPlane:\n        endpoint: https://c:6443\n",
+        Some("endpoint"),
+    ),
     case(
         "time servers as a string",
         "    certSANs: []\n",
