@@ -102,12 +102,13 @@ pub fn apply(
 ) -> Result<ApplyConfiguration, Status> {
     let mut st = shared.lock();
     let idx = t.idx;
-    let (release, v14, maintenance, reboot_pending, reject) = {
+    let (release, v14, maintenance, installed, reboot_pending, reject) = {
         let n = &st.nodes[idx];
         (
             mcfg::Release::for_version(&n.version),
             version::minor(&n.version) >= 14,
             n.maintenance(),
+            n.installed,
             n.reboot_pending,
             n.faults.reject_config.clone(),
         )
@@ -135,7 +136,7 @@ pub fn apply(
         return Err(Status::invalid_argument(reason));
     }
     let warnings = new
-        .validate(maintenance)
+        .validate_on(maintenance, installed)
         .map_err(Status::invalid_argument)?;
     let current = st.nodes[idx].active.clone();
 
@@ -160,18 +161,20 @@ pub fn apply(
             m => m,
         }
     } else {
-        let diff = current.as_ref().and_then(|c| mcfg::reboot_diff(c, &new));
-        match (mode, diff) {
-            (Mode::Auto, None) => Mode::NoReboot,
-            (Mode::Auto, Some(d)) => {
-                reboot_suffix =
-                    format!(": this config change can't be applied in immediate mode\ndiff:\n{d}");
+        // `CanApplyImmediate` (v1alpha1_runtime.go @ v1.13.9, `crate::reboot`): its error
+        // refuses NO_REBOOT/TRY and turns AUTO into a reboot with the error appended.
+        let immediate = match current.as_ref() {
+            Some(c) => mcfg::can_apply_immediate(c, &new),
+            None => Err("no current config".to_string()),
+        };
+        match (mode, immediate) {
+            (Mode::Auto, Ok(())) => Mode::NoReboot,
+            (Mode::Auto, Err(e)) => {
+                reboot_suffix = format!(": {e}");
                 Mode::Reboot
             }
-            (Mode::NoReboot | Mode::Try, Some(d)) => {
-                return Err(Status::invalid_argument(format!(
-                    "this config change can't be applied in immediate mode\ndiff:\n{d}"
-                )));
+            (Mode::NoReboot | Mode::Try, Err(e)) => {
+                return Err(Status::invalid_argument(e));
             }
             (m, _) => m,
         }
