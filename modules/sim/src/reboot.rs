@@ -123,3 +123,81 @@ pub fn can_apply_immediate(
         "this config change can't be applied in immediate mode\ndiff:\n{diff}"
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: &str = "version: v1alpha1\nmachine:\n  type: worker\n  token: t\n  ca: {crt: LS0t}\n  features: {rbac: true}\ncluster:\n  controlPlane: {endpoint: \"https://1.2.3.4:6443\"}\n";
+
+    fn docs(yaml: &str) -> Vec<Value> {
+        crate::decode::decode(yaml, Release::V1_13).expect("decodes")
+    }
+
+    fn immediate(old: &str, new: &str) -> Result<(), String> {
+        can_apply_immediate(Some(&docs(old)), &docs(new), Release::V1_13)
+    }
+
+    /// `CanApplyImmediate`'s list (v1alpha1_runtime.go @ v1.13.9): `.cluster`, `.machine.certSANs`,
+    /// `.machine.features.hostDNS` (both configs have `features`), other documents.
+    #[test]
+    fn live_fields_apply_at_once() {
+        let changed = BASE.replace("1.2.3.4:6443", "5.6.7.8:6443").replace(
+            "  features: {rbac: true}\n",
+            "  features: {rbac: true, hostDNS: {enabled: true}}\n  certSANs: [a]\n",
+        );
+        assert_eq!(immediate(BASE, &changed), Ok(()));
+        let with_doc =
+            format!("{BASE}---\napiVersion: v1alpha1\nkind: HostnameConfig\nhostname: x\n");
+        assert_eq!(immediate(BASE, &with_doc), Ok(()));
+    }
+
+    /// Anything else needs a reboot; the error shows `configdiff.DiffConfigs` of the current
+    /// document against the new one with the live fields put back (so the endpoint change
+    /// does not show).
+    #[test]
+    fn other_changes_show_the_remaining_diff() {
+        let changed = BASE
+            .replace("token: t", "token: u")
+            .replace("1.2.3.4:6443", "5.6.7.8:6443");
+        assert_eq!(
+            immediate(BASE, &changed).unwrap_err(),
+            "this config change can't be applied in immediate mode\ndiff:\n--- a\n+++ b\n@@ -1,7 +1,7 @@\n version: v1alpha1\n machine:\n     type: worker\n-    token: t\n+    token: u\n     ca:\n         crt: LS0t\n         key: \"\"\n"
+        );
+    }
+
+    /// Live feature fields are copied only when both configs have `.machine.features`; and
+    /// `reflect.DeepEqual` tells an empty list from none even when the YAML looks the same.
+    #[test]
+    fn go_value_equality_decides() {
+        let no_features = BASE.replace("  features: {rbac: true}\n", "");
+        let host_dns = BASE.replace(
+            "  features: {rbac: true}\n",
+            "  features: {hostDNS: {enabled: true}}\n",
+        );
+        assert!(immediate(&no_features, &host_dns).is_err());
+        let files = BASE.replace("  token: t\n", "  token: t\n  files: []\n");
+        assert_eq!(
+            immediate(BASE, &files).unwrap_err(),
+            "this config change can't be applied in immediate mode\ndiff:\n"
+        );
+        // A plain scalar left out is its zero value: writing `type: ""` makes no difference.
+        let empty_type = BASE.replace("type: worker", "type: \"\"");
+        let no_type = BASE.replace("  type: worker\n", "");
+        assert_eq!(immediate(&empty_type, &no_type), Ok(()));
+    }
+
+    /// The messages for configs without a v1alpha1 document.
+    #[test]
+    fn without_v1alpha1() {
+        let doc = "apiVersion: v1alpha1\nkind: HostnameConfig\nhostname: x\n";
+        assert_eq!(
+            immediate(doc, BASE),
+            Err("current config is not v1alpha1".into())
+        );
+        assert_eq!(
+            can_apply_immediate(None, &docs(BASE), Release::V1_13),
+            Err("no current config".into())
+        );
+    }
+}
