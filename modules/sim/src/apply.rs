@@ -17,6 +17,8 @@ use crate::{tls, version};
 const WITH_REBOOT: &str = "Applied configuration with a reboot";
 const WITHOUT_REBOOT: &str = "Applied configuration without a reboot";
 const STAGED: &str = "Staged configuration to be applied after the next reboot";
+const REBOOT_UNSUPPORTED: &str =
+    "the REBOOT mode is not supported, please use AUTO or NO_REBOOT modes instead";
 
 /// Go's `time.Duration.String()` for the durations talosctl sends (e.g. `1m0s`, `30s`, `1.5s`).
 pub fn go_duration(d: Duration) -> String {
@@ -135,6 +137,11 @@ pub fn apply(
     if let Some(reason) = reject {
         return Err(Status::invalid_argument(reason));
     }
+    // 1.14.1 refuses REBOOT on a configured node right after the v1alpha1 check, before it
+    // validates (`ApplyConfiguration` in v1alpha1_server.go @ v1.14.1).
+    if v14 && !maintenance && mode == Mode::Reboot && new.v1alpha1().is_some() {
+        return Err(Status::unimplemented(REBOOT_UNSUPPORTED));
+    }
     let warnings = new
         .validate_on(maintenance, installed)
         .map_err(Status::invalid_argument)?;
@@ -153,9 +160,7 @@ pub fn apply(
     } else if v14 {
         match mode {
             Mode::Reboot => {
-                return Err(Status::unimplemented(
-                    "the REBOOT mode is not supported, please use AUTO or NO_REBOOT modes instead",
-                ));
+                return Err(Status::unimplemented(REBOOT_UNSUPPORTED));
             }
             Mode::Auto => Mode::NoReboot,
             m => m,

@@ -249,13 +249,11 @@ fn scalar_text(s: &str, key: bool, block_indent: usize, q: Quoting) -> String {
         } else {
             Style::Double
         }
-    } else if other_type {
+    } else if compat && q == Quoting::CompatSingle {
+        // rc.6 `stringv` quotes these first; the desolver keeps a style already set.
+        Style::Single
+    } else if other_type || compat {
         Style::Double
-    } else if compat {
-        match q {
-            Quoting::Double => Style::Double,
-            Quoting::CompatSingle => Style::Single,
-        }
     } else {
         Style::Plain
     };

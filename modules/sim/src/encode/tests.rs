@@ -43,3 +43,29 @@ fn a_nil_cluster_is_null() {
         "version: v1alpha1\nmachine:\n    type: controlplane\n    token: foo\n    certSANs: []\ncluster: null\n"
     );
 }
+
+/// go.yaml.in/yaml/v4 v4.0.0-rc.6 (Talos 1.14.1) single-quotes YAML 1.1 leftovers
+/// (representer.go `stringv`) and double-quotes values of another type (desolver.go); rc.4
+/// (1.13.9) double-quotes both. A PEM block always has `crt` and `key` (siderolabs/crypto
+/// `MarshalYAML`). Expected texts: upstream's encoder at each release.
+#[test]
+fn quoting_follows_each_release() {
+    let input = "version: v1alpha1\nmachine:\n  type: worker\n  token: abc\n  ca: {crt: LS0t}\n  certSANs: [\"*\", \"\", \"yes\", \"1.0\", \"a: b\", \"-x\", \"12:30\", \"null\", \"2001-12-14\", \"<<\", \" lead\", \"tab\\tx\"]\ncluster:\n  controlPlane: {endpoint: \"https://1.2.3.4:6443\"}\n";
+    let want = |yes: &str, base60: &str, merge: &str| {
+        format!(
+            "version: v1alpha1\nmachine:\n    type: worker\n    token: abc\n    ca:\n        crt: LS0t\n        key: \"\"\n    certSANs:\n        - '*'\n        - \"\"\n        - {yes}\n        - \"1.0\"\n        - 'a: b'\n        - -x\n        - {base60}\n        - \"null\"\n        - \"2001-12-14\"\n        - {merge}\n        - ' lead'\n        - \"tab\\tx\"\ncluster:\n    controlPlane:\n        endpoint: https://1.2.3.4:6443\n"
+        )
+    };
+    for (release, q) in [(Release::V1_13, '"'), (Release::V1_14, '\'')] {
+        let docs = crate::decode::decode(input, release).expect("decodes");
+        assert_eq!(
+            encode_config(&docs, release),
+            want(
+                &format!("{q}yes{q}"),
+                &format!("{q}12:30{q}"),
+                &format!("{q}<<{q}")
+            ),
+            "{release:?}"
+        );
+    }
+}
