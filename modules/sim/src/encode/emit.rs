@@ -21,6 +21,9 @@ pub enum Quoting {
     /// (`stringv`), values of another type in double quotes (desolver.go `desolveScalar` with
     /// `QuoteLegacy`).
     CompatSingle,
+    /// A `!!str` node from a `MarshalYAML`: quoted (double) only when it would read as another
+    /// type; YAML 1.1 leftovers stay plain.
+    NodeStr,
 }
 
 /// The document as `yaml.Marshal` writes it (ends with a newline).
@@ -98,6 +101,7 @@ fn inline(v: &Yaml, block_indent: usize, q: Quoting) -> String {
         Yaml::Bool(b) => b.to_string(),
         Yaml::Number(n) => n.clone(),
         Yaml::Str(s) => scalar_text(s, false, block_indent, q),
+        Yaml::NodeStr(s) => scalar_text(s, false, block_indent, Quoting::NodeStr),
         Yaml::Map(_) => "{}".into(),
         Yaml::Seq(_) => "[]".into(),
     }
@@ -248,6 +252,12 @@ fn scalar_text(s: &str, key: bool, block_indent: usize, q: Quoting) -> String {
             Style::Literal
         } else {
             Style::Double
+        }
+    } else if q == Quoting::NodeStr {
+        if other_type {
+            Style::Double
+        } else {
+            Style::Plain
         }
     } else if compat && q == Quoting::CompatSingle {
         // rc.6 `stringv` quotes these first; the desolver keeps a style already set.

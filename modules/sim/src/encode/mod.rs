@@ -26,6 +26,9 @@ pub enum Yaml {
     /// An integer or float, as Go formats it.
     Number(String),
     Str(String),
+    /// A string a `MarshalYAML` hands over as a `!!str` node: only a value that would read as
+    /// another type is quoted (YAML 1.1 words such as `yes` stay plain).
+    NodeStr(String),
     Seq(Vec<Yaml>),
     Map(Vec<(String, Yaml)>),
 }
@@ -172,6 +175,27 @@ impl Typed<'_> {
             if let Some(n) = n {
                 return (disk_size(n), n == 0);
             }
+        }
+        // `ArgValue.MarshalYAML` (v1alpha1_types.go @ v1.13.9, meta/args.go @ v1.14.1): `!!str`
+        // nodes for a string or a list, nothing (`null`) for an empty value.
+        if matches!(
+            named.reflect_name.as_str(),
+            "v1alpha1.ArgValue" | "meta.ArgValue"
+        ) {
+            let node = |v: &Value| match v {
+                Value::String(s) => Yaml::NodeStr(s.clone()),
+                other => Yaml::NodeStr(other.to_string()),
+            };
+            return match v {
+                None => (Yaml::Null, true),
+                Some(Value::String(s)) if s.is_empty() => (Yaml::Null, false),
+                Some(Value::Array(items)) => (Yaml::Seq(items.iter().map(node).collect()), false),
+                Some(other) => (node(other), false),
+            };
+        }
+        // `URL.MarshalYAML` (meta/url.go @ v1.14.1): an unset URL is `""`.
+        if named.reflect_name == "meta.URL" && v.is_none() {
+            return (Yaml::Str(String::new()), true);
         }
         // siderolabs/crypto x509 `MarshalYAML`: `crt` and `key` always written (base64).
         let pem_fields: &[&str] = match named.reflect_name.as_str() {

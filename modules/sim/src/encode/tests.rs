@@ -69,3 +69,14 @@ fn quoting_follows_each_release() {
         );
     }
 }
+
+/// 1.14 documents as upstream's v1.14.1 encoder writes them: `ArgValue`'s `!!str` nodes
+/// (`oidc-signing-algs: y` stays plain, `"1"` is quoted: meta/args.go `MarshalYAML`), an
+/// unset `meta.Unstructured` written as `{}` (KubeProxyConfig `config`).
+#[test]
+fn documents_of_1_14_encode_as_upstream() {
+    let input = include_str!("../validate/testdata/documents_1_14.yaml");
+    let want = include_str!("testdata/documents_1_14.encoded.yaml");
+    let docs = crate::decode::decode(input, Release::V1_14).expect("decodes");
+    assert_eq!(encode_config(&docs, Release::V1_14), want);
+}

@@ -17,6 +17,7 @@
 //! go-multierror (`multierror.rs`).
 
 mod conflicts;
+mod documents;
 mod goparse;
 mod multierror;
 mod v1alpha1;
@@ -42,7 +43,7 @@ pub fn validate(docs: &[Value], release: Release, mode: Mode) -> Result<Vec<Stri
         errs.append(e.map(|e| e.wrap("v1alpha1.Config")));
     }
     for doc in &others {
-        let (w, e) = document(doc);
+        let (w, e) = documents::validate(doc, release);
         warnings.extend(w);
         if let Some(e) = e {
             errs.push(format!("{}: {e}", doc_id(doc, release)));
@@ -97,58 +98,6 @@ pub(super) fn empty(v: &Value) -> bool {
         Value::Bool(b) => !b,
         Value::Number(n) => n.as_f64() == Some(0.0),
     }
-}
-
-/// The documents' own `Validate` the simulator knows, joined as `errors.Join` prints (one per
-/// line): `types/network/hostname.go`, `layer2_vip.go`, `hcloud_vip.go` (same at both tags).
-fn document(doc: &Value) -> (Vec<String>, Option<String>) {
-    let mut errs: Vec<String> = Vec::new();
-    let s = |k: &str| doc.get(k).and_then(Value::as_str).unwrap_or("");
-    match kind(doc) {
-        "HostnameConfig" => {
-            let auto = doc.get("auto").and_then(Value::as_str);
-            let hostname = s("hostname");
-            if auto.is_none() && hostname.is_empty() {
-                errs.push("either 'auto' or 'hostname' must be set".into());
-            }
-            // `pointer.SafeDeref(auto)`: absent is `off`.
-            let auto_kind = auto.unwrap_or("off");
-            if auto_kind != "off" && !hostname.is_empty() {
-                errs.push("'auto' and 'hostname' cannot be set at the same time".into());
-            }
-            if !matches!(auto_kind, "off" | "stable") {
-                errs.push(format!("invalid value for 'auto': {auto_kind}"));
-            }
-            if !hostname.is_empty() {
-                if hostname.len() > 253 {
-                    errs.push(format!("fqdn is too long: {}", hostname.len()));
-                }
-                let first = hostname.split('.').next().unwrap_or("");
-                if first.is_empty() || first.len() > 63 {
-                    errs.push(format!("invalid hostname {first:?}"));
-                }
-            }
-        }
-        k @ ("Layer2VIPConfig" | "HCloudVIPConfig") => {
-            let n = s("name");
-            if n.is_empty() {
-                errs.push("name must be specified".into());
-            } else if !goparse::is_ip(n) {
-                errs.push(format!(
-                    "name must be a valid IP address: ParseAddr({n:?}): unable to parse IP"
-                ));
-            }
-            if s("link").is_empty() {
-                errs.push("link must be specified".into());
-            }
-            if k == "HCloudVIPConfig" && s("apiToken").is_empty() {
-                errs.push("apiToken must be specified".into());
-            }
-        }
-        _ => {}
-    }
-    let e = (!errs.is_empty()).then(|| errs.join("\n"));
-    (Vec::new(), e)
 }
 
 /// `validateContainer` (`container/validate.go` @ v1.14.1), the checks that span documents;

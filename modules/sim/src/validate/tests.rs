@@ -77,7 +77,7 @@ fn a_1_14_worker_with_control_plane_documents() {
     );
 }
 
-/// The configs the collection generates pass on both releases (warnings none).
+/// The configs the collection generates pass on both releases.
 #[test]
 fn generated_configs_pass() {
     let s = crate::sample::SampleCluster::generate();
@@ -88,7 +88,52 @@ fn generated_configs_pass() {
         &s.bundle,
         ferro_talos_config::contract::Contract::V1_14,
     );
+    // The sample sets no installer image (`installer: {}`), which Talos 1.14.1 warns about
+    // (types/runtime/unattended_install.go).
     for yaml in [&c.controlplane, &c.worker] {
-        assert_eq!(check(yaml, Release::V1_14, false), Ok(vec![]));
+        assert_eq!(
+            check(yaml, Release::V1_14, false),
+            Ok(vec!["installer.image is not set, if Talos is not booted from asset built by Image Factory, installation will fail".into()])
+        );
     }
+}
+
+/// The 1.14 documents' own checks, each list joined one error per line (`errors.Join`):
+/// types/k8s/network.go (mask range, a subnet that is not its own network, the counts),
+/// apiserver.go (empty image, `deniedArgPrefixes`, longest prefix first), common.go (pod
+/// resources), types/cluster/discovery_identity.go (32-byte secret), types/runtime/
+/// unattended_install.go (a disk selector is required); a KubeProxyConfig with no machine type
+/// is not a control plane's (`validateContainer`).
+#[test]
+fn documents_of_1_14_check_themselves() {
+    let yaml = include_str!("testdata/documents_1_14.yaml");
+    assert_eq!(
+        check(yaml, Release::V1_14, false).unwrap_err(),
+        "5 errors occurred:\n\
+         \t* KubeNetworkConfig: nodeCIDRMaskSizeIPv4 must be between 1 and 32\n\
+         pod subnets: invalid subnet: 10.244.0.1/16 is not a valid CIDR\n\
+         service subnets: invalid subnet: 10.96.0.0/8 is not a valid CIDR\n\
+         the number of pod subnets must match the number of service subnets\n\
+         \t* KubeAPIServerConfig: kube-apiserver image cannot be empty\n\
+         kube-apiserver extra argument \"authorization-mode\" is not allowed: use KubeAuthorizerConfig\n\
+         kube-apiserver extra argument \"oidc-signing-algs\" is not allowed: not supported with KubeAuthenticationConfig: kube-apiserver rejects --oidc-* flags when structured authentication configuration is used, and the configuration has no equivalent setting (all RFC 7518 asymmetric algorithms are accepted)\n\
+         unsupported pod resource \"gpu\"\n\
+         \t* DiscoveryIdentityConfig: invalid clusterSecret: expected 32 bytes, got 3: YWJj\n\
+         \t* UnattendedInstallConfig: provisioning.diskSelector.match is required\n\
+         \t* the following document kinds are only allowed on control plane machines: [KubeAPIServerConfig KubeProxyConfig]\n\n"
+    );
+}
+
+/// Warnings of the documents (types/k8s/proxy.go, types/runtime/unattended_install.go) come
+/// back with an accepted config.
+#[test]
+fn document_warnings() {
+    let yaml = "version: v1alpha1\nmachine:\n  type: controlplane\n  token: t\n  ca: {crt: LS0t, key: LS0t}\ncluster:\n  controlPlane: {endpoint: \"https://1.2.3.4:6443\"}\n---\napiVersion: v1alpha1\nkind: KubeProxyConfig\nimage: registry.k8s.io/kube-proxy:v1.37.0\nmode: ipvs\n---\napiVersion: v1alpha1\nkind: UnattendedInstallConfig\ninstaller: {}\nprovisioning:\n  diskSelector:\n    match: disk.dev_path == \"/dev/sda\"\n";
+    assert_eq!(
+        check(yaml, Release::V1_14, false),
+        Ok(vec![
+            "proxy mode \"ipvs\" is not recommended, please switch to nftables if possible".into(),
+            "installer.image is not set, if Talos is not booted from asset built by Image Factory, installation will fail".into(),
+        ])
+    );
 }

@@ -388,7 +388,7 @@ pub fn validate(doc: &Value, mode: Mode, release: Release) -> (Vec<String>, Opti
 }
 
 /// `kubelet.ProtectedConfigurationFields` (`pkg/machinery/kubelet`).
-const KUBELET_PROTECTED: &[&str] = &[
+pub(super) const KUBELET_PROTECTED: &[&str] = &[
     "apiVersion",
     "authentication",
     "authorization",
