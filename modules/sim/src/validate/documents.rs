@@ -219,20 +219,14 @@ pub fn validate(doc: &Value, release: Release) -> (Vec<String>, Option<String>) 
                 );
             }
         }
-        "KubeAdmissionControlConfig" => {
-            if s("name").is_empty() {
-                errs.push("admission control plugin name is required".into());
-            }
+        "KubeAdmissionControlConfig" if s("name").is_empty() => {
+            errs.push("admission control plugin name is required".into());
         }
-        "KubeEtcdEncryptionConfig" => {
-            if map(d, "config").is_none_or(|c| c.is_empty()) {
-                errs.push("etcd encryption config is required".into());
-            }
+        "KubeEtcdEncryptionConfig" if map(d, "config").is_none_or(|c| c.is_empty()) => {
+            errs.push("etcd encryption config is required".into());
         }
-        "KubeAggregatorCAConfig" => {
-            if get(doc, "issuingCA").is_none() {
-                errs.push("issuing CA is not set".into());
-            }
+        "KubeAggregatorCAConfig" if get(doc, "issuingCA").is_none() => {
+            errs.push("issuing CA is not set".into());
         }
         // Both return at their first error.
         "DiscoveryServiceConfig" => {
