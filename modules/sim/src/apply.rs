@@ -17,6 +17,8 @@ use crate::{tls, version};
 const WITH_REBOOT: &str = "Applied configuration with a reboot";
 const WITHOUT_REBOOT: &str = "Applied configuration without a reboot";
 const STAGED: &str = "Staged configuration to be applied after the next reboot";
+const REBOOT_UNSUPPORTED: &str =
+    "the REBOOT mode is not supported, please use AUTO or NO_REBOOT modes instead";
 
 /// Go's `time.Duration.String()` for the durations talosctl sends (e.g. `1m0s`, `30s`, `1.5s`).
 pub fn go_duration(d: Duration) -> String {
@@ -102,12 +104,13 @@ pub fn apply(
 ) -> Result<ApplyConfiguration, Status> {
     let mut st = shared.lock();
     let idx = t.idx;
-    let (release, v14, maintenance, reboot_pending, reject) = {
+    let (release, v14, maintenance, installed, reboot_pending, reject) = {
         let n = &st.nodes[idx];
         (
             mcfg::Release::for_version(&n.version),
             version::minor(&n.version) >= 14,
             n.maintenance(),
+            n.installed,
             n.reboot_pending,
             n.faults.reject_config.clone(),
         )
@@ -134,8 +137,13 @@ pub fn apply(
     if let Some(reason) = reject {
         return Err(Status::invalid_argument(reason));
     }
+    // 1.14.1 refuses REBOOT on a configured node right after the v1alpha1 check, before it
+    // validates (`ApplyConfiguration` in v1alpha1_server.go @ v1.14.1).
+    if v14 && !maintenance && mode == Mode::Reboot && new.v1alpha1().is_some() {
+        return Err(Status::unimplemented(REBOOT_UNSUPPORTED));
+    }
     let warnings = new
-        .validate(maintenance)
+        .validate_on(maintenance, installed)
         .map_err(Status::invalid_argument)?;
     let current = st.nodes[idx].active.clone();
 
@@ -152,26 +160,26 @@ pub fn apply(
     } else if v14 {
         match mode {
             Mode::Reboot => {
-                return Err(Status::unimplemented(
-                    "the REBOOT mode is not supported, please use AUTO or NO_REBOOT modes instead",
-                ));
+                return Err(Status::unimplemented(REBOOT_UNSUPPORTED));
             }
             Mode::Auto => Mode::NoReboot,
             m => m,
         }
     } else {
-        let diff = current.as_ref().and_then(|c| mcfg::reboot_diff(c, &new));
-        match (mode, diff) {
-            (Mode::Auto, None) => Mode::NoReboot,
-            (Mode::Auto, Some(d)) => {
-                reboot_suffix =
-                    format!(": this config change can't be applied in immediate mode\ndiff:\n{d}");
+        // `CanApplyImmediate` (v1alpha1_runtime.go @ v1.13.9, `crate::reboot`): its error
+        // refuses NO_REBOOT/TRY and turns AUTO into a reboot with the error appended.
+        let immediate = match current.as_ref() {
+            Some(c) => mcfg::can_apply_immediate(c, &new),
+            None => Err("no current config".to_string()),
+        };
+        match (mode, immediate) {
+            (Mode::Auto, Ok(())) => Mode::NoReboot,
+            (Mode::Auto, Err(e)) => {
+                reboot_suffix = format!(": {e}");
                 Mode::Reboot
             }
-            (Mode::NoReboot | Mode::Try, Some(d)) => {
-                return Err(Status::invalid_argument(format!(
-                    "this config change can't be applied in immediate mode\ndiff:\n{d}"
-                )));
+            (Mode::NoReboot | Mode::Try, Err(e)) => {
+                return Err(Status::invalid_argument(e));
             }
             (m, _) => m,
         }

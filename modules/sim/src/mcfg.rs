@@ -1,12 +1,13 @@
-//! The few machine-config facts the simulator needs, read from the applied YAML.
+//! The machine config as a node holds it: the exact bytes applied, the decoded documents, and
+//! the few facts the simulator reads from them (machine type, CAs, names, endpoint).
 //!
-//! Decoding is the simulator's own (`crate::decode`, from its table of upstream's Go types);
-//! validation, the live-change rule and YAML encoding still come from `ferro-talos-config` (the
-//! code the modules use, see docs/talos-fidelity.md); this file adds the accessors the simulator
-//! needs (machine type, CAs, names, endpoint) and the unified diffs Talos prints.
+//! Everything a node decides about a config is the simulator's own reading of upstream, not the
+//! collection's `ferro-talos-config`: decoding (`crate::decode`, from its table of upstream's Go
+//! types), validation (`crate::validate`, upstream's checks and texts), the live-change rule
+//! (`crate::reboot`, `CanApplyImmediate`) and the YAML Talos prints (`crate::encode`, go-yaml's
+//! output of the Go structs). This file adds the accessors and the unified diffs.
 
 use base64::Engine;
-use ferro_talos_config::MachineConfig;
 
 pub use crate::decode::Release;
 use serde_json::Value;
@@ -16,7 +17,10 @@ use std::collections::BTreeMap;
 #[derive(Clone)]
 pub struct StoredConfig {
     pub raw: Vec<u8>,
-    pub cfg: MachineConfig,
+    /// The documents as decoded, in the order applied (the v1alpha1 one has no `kind`).
+    pub docs: Vec<Value>,
+    /// The release whose types decoded them (and encode them back).
+    pub release: Release,
     /// SHA-256 of `raw` (hex): the config's file name in a state directory.
     pub digest: String,
 }
@@ -66,17 +70,18 @@ impl StoredConfig {
         use sha2::Digest;
         Ok(StoredConfig {
             raw: raw.to_vec(),
-            cfg: MachineConfig { docs },
+            docs,
+            release,
             digest: hex::encode(sha2::Sha256::digest(raw)),
         })
     }
 
     pub fn docs(&self) -> &[Value] {
-        &self.cfg.docs
+        &self.docs
     }
 
     pub fn v1alpha1(&self) -> Option<&Value> {
-        self.cfg.v1alpha1()
+        self.docs.iter().find(|d| crate::encode::is_legacy(d))
     }
 
     fn v1(&self, path: &[&str]) -> Option<&Value> {
@@ -245,65 +250,53 @@ impl StoredConfig {
         out
     }
 
-    /// Talos's checks as far as `ferro-talos-config` knows them, plus the CA key a control plane
-    /// needs to sign apid's certificate. `Ok(warnings)` or `Err(message)`.
+    /// ApplyConfiguration's checks on a node that is not installed yet (metal mode requires
+    /// the install section): `Ok(warnings)` or `Err(upstream's message)`.
     pub fn validate(&self, maintenance: bool) -> Result<Vec<String>, String> {
+        self.validate_on(maintenance, false)
+    }
+
+    /// ApplyConfiguration's checks (`ApplyConfiguration` in `internal/app/machined/internal/
+    /// server/v1alpha1/v1alpha1_server.go` @ v1.13.9 / v1.14.1): outside maintenance mode the
+    /// config must have a v1alpha1 document; then upstream's validation in metal mode, which
+    /// asks for install instructions only while the node is not `installed` (`modeWrapper`).
+    pub fn validate_on(&self, maintenance: bool, installed: bool) -> Result<Vec<String>, String> {
         if self.v1alpha1().is_none() && !maintenance {
             return Err("the applied machine configuration doesn't contain v1alpha1 config, did you mean to patch the machine config instead?".into());
         }
-        let (warnings, mut errors) = match ferro_talos_config::validate::validate(&self.cfg) {
-            Ok(w) => (w, Vec::new()),
-            Err(e) => (Vec::new(), e),
+        let mode = crate::validate::Mode {
+            requires_install: !installed,
         };
-        if self
-            .machine_type()
-            .is_some_and(MachineType::is_control_plane)
-            && self.os_ca().and_then(|(_, k)| k).is_none()
-        {
-            errors.push("machine.ca.key is required on control plane nodes".to_string());
-        }
-        if errors.is_empty() {
-            return Ok(warnings);
-        }
-        Err(multi_error(&errors))
+        crate::validate::validate(&self.docs, self.release, mode)
+    }
+
+    /// Every document as Talos encodes it (`crate::encode`).
+    pub fn to_yaml(&self) -> String {
+        crate::encode::encode_config(&self.docs, self.release)
     }
 }
 
-/// go-multierror's text, as Talos prints aggregated validation errors.
-pub fn multi_error(errors: &[String]) -> String {
-    let noun = if errors.len() == 1 { "error" } else { "errors" };
-    let mut s = format!("{} {noun} occurred:", errors.len());
-    for e in errors {
-        s.push_str(&format!("\n\t* {e}"));
-    }
-    s.push_str("\n\n");
-    s
+/// `Ok(())` when Talos 1.13 applies `new` over `old` at once, else its error text
+/// ("this config change can't be applied in immediate mode\ndiff:\n…", `crate::reboot`).
+pub fn can_apply_immediate(old: &StoredConfig, new: &StoredConfig) -> Result<(), String> {
+    crate::reboot::can_apply_immediate(Some(&old.docs), &new.docs, new.release)
 }
 
 /// `None` when the change can be applied immediately, otherwise the diff Talos shows.
 pub fn reboot_diff(old: &StoredConfig, new: &StoredConfig) -> Option<String> {
-    let (Some(o), Some(n)) = (old.v1alpha1(), new.v1alpha1()) else {
-        // Changes confined to other documents never need a reboot.
-        return None;
-    };
-    if !ferro_talos_config::live::reboot_required(&old.cfg, &new.cfg) {
-        return None;
-    }
-    let masked = ferro_talos_config::live::without_live_changes(o, n);
-    let target = if &masked == o { n } else { &masked };
-    Some(unified(&to_yaml(o), &to_yaml(target)))
+    let err = can_apply_immediate(old, new).err()?;
+    Some(
+        err.split_once("diff:\n")
+            .map(|(_, d)| d.to_string())
+            .unwrap_or(err),
+    )
 }
 
-fn to_yaml(v: &Value) -> String {
-    ferro_talos_config::encode::encode_document(v)
-}
-
-fn docs_yaml(cfg: &StoredConfig) -> String {
-    cfg.cfg.to_yaml()
-}
-
-/// Unified diff with Talos's `--- a` / `+++ b` headers.
+/// Unified diff with Talos's `--- a` / `+++ b` headers (`textdiff.Diff`: empty when equal).
 pub fn unified(old: &str, new: &str) -> String {
+    if old == new {
+        return String::new();
+    }
     similar::TextDiff::from_lines(old, new)
         .unified_diff()
         .context_radius(3)
@@ -311,10 +304,11 @@ pub fn unified(old: &str, new: &str) -> String {
         .to_string()
 }
 
-/// The dry-run "Config diff" body: whole configs, comments stripped, or `No changes.`.
+/// The dry-run "Config diff" body (`generateDiff` in v1alpha1_server.go: `configdiff.DiffConfigs`
+/// of the running config and the new one, comments disabled), or `No changes.`.
 pub fn dry_run_diff(old: Option<&StoredConfig>, new: &StoredConfig) -> String {
-    let before = old.map(docs_yaml).unwrap_or_default();
-    let after = docs_yaml(new);
+    let before = old.map(StoredConfig::to_yaml).unwrap_or_default();
+    let after = new.to_yaml();
     if before == after {
         return "No changes.".into();
     }

@@ -622,6 +622,21 @@ async fn lifecycle_and_legacy_upgrades() {
         .await
         .unwrap_err();
     assert_eq!(e.code(), Code::Unimplemented);
+    // ...refused before the config is validated (`ApplyConfiguration` in v1alpha1_server.go
+    // @ v1.14.1), so an invalid config gets the same answer.
+    assert!(CP.contains("\npersist: true\n"));
+    let invalid = CP.replacen("\npersist: true\n", "\npersist: false\n", 1);
+    let e = m
+        .apply_configuration(apply_req(&invalid, Mode::Reboot, false))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (e.code(), e.message()),
+        (
+            Code::Unimplemented,
+            "the REBOOT mode is not supported, please use AUTO or NO_REBOOT modes instead"
+        )
+    );
 
     // Legacy upgrade: ack + actor id, then a reboot into the new version.
     let r = m

@@ -23,6 +23,12 @@ use serde_json::{Map, Number, Value};
 
 use node::{Kind, Node};
 pub use table::Release;
+pub(crate) use table::{GoType, Named, Shape, Table};
+
+/// Whether go-yaml v4 reads `s`, written plain, back as a string (`resolve.rs`).
+pub(crate) fn plain_is_string(s: &str) -> bool {
+    resolve::resolve_plain(s) == resolve::Resolved::Str
+}
 
 /// The documents of `text` as JSON values, or Talos's error for the first document it refuses.
 pub fn decode(text: &str, release: Release) -> Result<Vec<Value>, String> {

@@ -49,7 +49,7 @@ pub fn resolve(node: &Node) -> Resolved {
     resolve_plain(value)
 }
 
-fn resolve_plain(s: &str) -> Resolved {
+pub(super) fn resolve_plain(s: &str) -> Resolved {
     match s {
         "" | "~" | "null" | "Null" | "NULL" => return Resolved::Null,
         "true" | "True" | "TRUE" => return Resolved::Bool(true),

@@ -53,6 +53,8 @@ struct RawDocument {
     go_type: String,
     #[serde(default)]
     legacy: bool,
+    #[serde(default)]
+    named_document: bool,
 }
 
 #[derive(Deserialize)]
@@ -69,6 +71,12 @@ struct RawType {
     check_keys: Option<RawKeys>,
     #[serde(default)]
     r#struct: Vec<RawField>,
+    #[serde(default)]
+    marshal_yaml: serde_json::Value,
+    #[serde(default)]
+    marshal_text: serde_json::Value,
+    #[serde(default)]
+    is_zero: serde_json::Value,
 }
 
 #[derive(Deserialize)]
@@ -89,6 +97,12 @@ struct RawField {
     exported: bool,
     #[serde(default)]
     inline: bool,
+    #[serde(default)]
+    omitempty: bool,
+    #[serde(default)]
+    flow: bool,
+    #[serde(default)]
+    embedded: bool,
 }
 
 #[derive(Deserialize)]
@@ -147,6 +161,25 @@ pub struct Named {
     pub unmarshal_yaml: bool,
     /// An `encoding.TextUnmarshaler`: scalars only.
     pub unmarshal_text: bool,
+    /// Has its own `MarshalYAML` or `MarshalText`: the encoder writes what it returns.
+    pub custom_marshal: bool,
+    /// Has its own `IsZero` (go-yaml's `IsZeroer`, consulted by `omitempty`).
+    pub is_zeroer: bool,
+    /// A struct's exported fields in declaration order, as go-yaml's encoder walks them.
+    pub fields: Vec<Field>,
+}
+
+/// One struct field as go-yaml's encoder sees it (`getStructInfo`).
+#[derive(Debug, Clone)]
+pub struct Field {
+    /// The YAML key (`None` for an `,inline` field).
+    pub key: Option<String>,
+    pub go_type: GoType,
+    pub omitempty: bool,
+    pub inline: bool,
+    pub flow: bool,
+    /// An embedded field: its type's methods are promoted to the struct.
+    pub embedded: bool,
 }
 
 #[derive(Debug)]
@@ -167,6 +200,8 @@ pub struct Document {
     pub api_version: String,
     pub kind: String,
     pub go_type: String,
+    /// A `config.NamedDocument`: its id in errors is `Kind/name`.
+    pub named: bool,
 }
 
 pub struct Table {
@@ -201,6 +236,7 @@ impl Table {
                 api_version: d.api_version,
                 kind: d.kind,
                 go_type: d.go_type,
+                named: d.named_document,
             })
             .collect();
         Table {
@@ -258,6 +294,21 @@ fn named(t: &RawType, all: &HashMap<String, RawType>) -> Named {
         shape,
         unmarshal_yaml: truthy(&t.unmarshal_yaml),
         unmarshal_text: t.unmarshal_text,
+        custom_marshal: truthy(&t.marshal_yaml) || truthy(&t.marshal_text),
+        is_zeroer: truthy(&t.is_zero),
+        fields: t
+            .r#struct
+            .iter()
+            .filter(|f| f.exported && (f.inline || f.key.as_deref().is_some_and(|k| k != "-")))
+            .map(|f| Field {
+                key: if f.inline { None } else { f.key.clone() },
+                go_type: GoType::parse(&f.go_type),
+                omitempty: f.omitempty,
+                inline: f.inline,
+                flow: f.flow,
+                embedded: f.embedded,
+            })
+            .collect(),
     }
 }
 
@@ -312,6 +363,11 @@ fn external(e: &RawExternal) -> Named {
         shape,
         unmarshal_yaml: truthy(&e.unmarshal_yaml),
         unmarshal_text: e.unmarshal_text,
+        // Library types (PEM blocks, netip, url, durations) marshal themselves: the encoder
+        // writes them as the config wrote them.
+        custom_marshal: true,
+        is_zeroer: false,
+        fields: Vec::new(),
     }
 }
 

@@ -254,7 +254,7 @@ mod tests {
     }
 
     fn set_doc(cfg: &mut StoredConfig, kind: &str, key: &str, value: Value) {
-        let doc = cfg.cfg.docs.iter_mut().find(|d| d["kind"] == kind).unwrap();
+        let doc = cfg.docs.iter_mut().find(|d| d["kind"] == kind).unwrap();
         doc[key] = value;
     }
 
