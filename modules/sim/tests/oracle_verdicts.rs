@@ -220,6 +220,62 @@ const V1ALPHA1_CASES: &[Case] = &[
         "cluster:\n    controlPlane:\n        endpoint: https://c:6443\n",
         Some("endpoint"),
     ),
+    // What talos-sim's own validator found the config crate missing (upstream's
+    // v1alpha1_validation.go @ v1.13.9 and v1.14.1).
+    case(
+        "Talos API access with an unknown role",
+        "    certSANs: []\n",
+        "    certSANs: []\n    features:\n        kubernetesTalosAPIAccess:\n            enabled: true\n            allowedRoles: [os:bogus]\n            allowedKubernetesNamespaces: [kube-system]\n",
+        Some("os:bogus"),
+    ),
+    case(
+        "system disk encryption without keys",
+        "    certSANs: []\n",
+        "    certSANs: []\n    systemDiskEncryption:\n        ephemeral:\n            provider: luks2\n",
+        Some("ephemeral"),
+    ),
+    case(
+        "kubelet node IP subnet not a CIDR",
+        "        defaultRuntimeSeccompProfileEnabled: true\n",
+        "        defaultRuntimeSeccompProfileEnabled: true\n        nodeIP:\n            validSubnets: [10.0.0.0/33]\n",
+        Some("10.0.0.0/33"),
+    ),
+    case(
+        "KubeSpan MTU too small",
+        "    certSANs: []\n",
+        "    certSANs: []\n    network:\n        kubespan:\n            enabled: true\n            mtu: 100\n",
+        Some("mtu"),
+    ),
+    case(
+        "unknown node address sort algorithm",
+        "    certSANs: []\n",
+        "    certSANs: []\n    features:\n        nodeAddressSortAlgorithm: bogus\n",
+        Some("bogus"),
+    ),
+    case(
+        "etcd advertised subnet not a CIDR",
+        "    etcd:\n",
+        "    etcd:\n        advertisedSubnets: [bogus]\n",
+        Some("bogus"),
+    ),
+    case(
+        "inline manifest named with a space",
+        "cluster:\n",
+        "cluster:\n    inlineManifests:\n        - name: \" \"\n          contents: x\n",
+        None,
+    ),
+    case(
+        "empty node labels beside KubeNodeConfig",
+        "    certSANs: []\n",
+        "    certSANs: []\n    nodeLabels: {}\n",
+        None,
+    ),
+    case(
+        "two links bonded and bridged",
+        "    certSANs: []\n",
+        "    certSANs: []\n    network:\n        interfaces:\n            - interface: bond0\n              bond:\n                  interfaces: [eth0]\n              bridge:\n                  interfaces: [eth1]\n",
+        None,
+    ),
     case(
         "time servers as a string",
         "    certSANs: []\n",
@@ -233,6 +289,12 @@ const V1ALPHA1_CASES: &[Case] = &[
         None,
     ),
 ];
+
+/// Cases where talos_config is right to differ on the bytes: it validates the config it will send,
+/// in its own encoding, which drops an empty `omitempty` map (`nodeLabels: {}` is not written, so
+/// no 1.14 conflict reaches the node; modules/config/src/validate.rs `check_conflicts`). talos-sim
+/// judges the bytes as received, as a node does.
+const SENT_AS_ENCODED: &[&str] = &["empty node labels beside KubeNodeConfig"];
 
 fn render(bundle: &Bundle, contract: Contract, machine_type: MachineType) -> String {
     let o = GenerateOptions::new(contract, machine_type, "c", "https://c:6443");
@@ -289,6 +351,7 @@ fn the_collection_the_simulator_and_upstream_agree_on_every_config() {
     }
     let mut disagreements = Vec::new();
     let (mut accepted, mut refused) = (0, 0);
+    let mut ran = std::collections::BTreeMap::new();
     for contract in [Contract::V1_13, Contract::V1_14] {
         let bundle = Bundle::generate((contract.major.into(), contract.minor.into())).unwrap();
         for machine_type in [MachineType::Worker, MachineType::ControlPlane] {
@@ -297,11 +360,13 @@ fn the_collection_the_simulator_and_upstream_agree_on_every_config() {
                 if machine_type == MachineType::ControlPlane && c.find.contains("type: worker") {
                     continue;
                 }
-                // 1.14 keeps the install, the endpoint, the name and the subnets in documents of
-                // their own: a mistake there is not in the v1alpha1 document.
-                if contract == Contract::V1_14 && !c.find.is_empty() && !base.contains(c.find) {
+                // A mistake in a place this config does not have (1.14 keeps the install, the
+                // endpoint and the subnets in documents of their own; a worker has no etcd) is
+                // judged on the configs that have it; every case runs somewhere (checked below).
+                if !c.find.is_empty() && !base.contains(c.find) {
                     continue;
                 }
+                *ran.entry(c.name).or_insert(0) += 1;
                 let text = mutate(&base, c);
                 for oracle in oracles.iter_mut() {
                     // A 1.14 config goes to 1.14 nodes only; a 1.13 one to either.
@@ -326,6 +391,9 @@ fn the_collection_the_simulator_and_upstream_agree_on_every_config() {
                         Err(_) => refused += 1,
                     }
                     for (who, verdict) in [("talos_config", &ours), ("talos-sim", &sims)] {
+                        if who == "talos_config" && SENT_AS_ENCODED.contains(&c.name) {
+                            continue;
+                        }
                         if verdict.is_ok() != theirs.is_ok() {
                             disagreements.push(format!(
                                 "{label}: {who} {} but upstream {}",
@@ -347,6 +415,12 @@ fn the_collection_the_simulator_and_upstream_agree_on_every_config() {
         }
     }
     eprintln!("{accepted} configs accepted and {refused} refused by upstream");
+    let never: Vec<&str> = V1ALPHA1_CASES
+        .iter()
+        .map(|c| c.name)
+        .filter(|n| !ran.contains_key(n))
+        .collect();
+    assert!(never.is_empty(), "cases no config could take: {never:?}");
     assert!(
         accepted >= 4 && refused >= 20,
         "{accepted} accepted, {refused} refused"
