@@ -62,7 +62,7 @@ fn upstream_dir() -> PathBuf {
 }
 
 /// Prints why the calling test is skipped, or panics when [`REQUIRED_VARIABLE`] is `1`.
-fn skip(reason: &str) -> Option<Oracle> {
+fn skip<T>(reason: &str) -> Option<T> {
     if std::env::var(REQUIRED_VARIABLE).is_ok_and(|v| v == "1") {
         panic!("{reason}; {REQUIRED_VARIABLE}=1 makes this a failure");
     }
@@ -72,6 +72,27 @@ fn skip(reason: &str) -> Option<Oracle> {
     // sees hides itself.
     let _ = writeln!(std::io::stderr(), "\nskipped: {test}: {reason}");
     None
+}
+
+/// Where the Go module cache holds upstream's config library at `release` (the oracle's build
+/// downloads it): its source and its own test data, such as the golden configs of
+/// `config/types/v1alpha1/testdata/stability`. `None` after a printed reason without Go.
+pub fn machinery_source(release: Release) -> Option<PathBuf> {
+    // Building the oracle is what puts the module in the cache.
+    Oracle::start(release)?;
+    let out = Command::new("go").args(["env", "GOMODCACHE"]).output();
+    let cache = match out {
+        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).trim().to_string(),
+        _ => return skip("go env GOMODCACHE failed"),
+    };
+    let dir = PathBuf::from(cache).join(format!(
+        "github.com/siderolabs/talos/pkg/machinery@{}",
+        release.tag()
+    ));
+    if !dir.is_dir() {
+        return skip(&format!("{} is not in the Go module cache", dir.display()));
+    }
+    Some(dir)
 }
 
 impl Oracle {
