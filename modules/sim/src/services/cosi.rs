@@ -8,9 +8,14 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
+use ferro_talos_proto::cosi::meta::ResourceDefinitionSpec;
+use ferro_talos_proto::cosi::meta::resource_definition_spec::Sensitivity;
 use ferro_talos_proto::cosi::resource::state_server::State as CosiState;
 use ferro_talos_proto::cosi::resource::*;
 use ferro_talos_proto::resource::config::{MachineConfigSpec, MachineTypeSpec};
+use ferro_talos_proto::resource::extensions::{
+    Compatibility, Constraint, Layer, Metadata as ExtensionMetadata,
+};
 use ferro_talos_proto::resource::k8s::{
     ApiServerConfigSpec, ControllerManagerConfigSpec, ManifestSpec, NodenameSpec,
     SchedulerConfigSpec, SingleManifest,
@@ -24,6 +29,7 @@ use tonic::{Request, Response, Status};
 
 use super::block;
 use super::discovery::{self, DISCOVERY_CONFIG, DISCOVERY_CONFIG_ID};
+use super::members::MEMBERS;
 use crate::mcfg::MachineType;
 use crate::routing::{BoxStream, Ctx, Target};
 use crate::state::Shared;
@@ -37,7 +43,7 @@ const MS: (&str, &str) = ("runtime", "MachineStatuses.runtime.talos.dev");
 /// Extension statuses are numbered by install order ("0", "1", ...: upstream's
 /// `internal/app/machined/pkg/controllers/runtime/extension_status.go` at v1.13.9), so the
 /// simulator puts a system extension first and the schematic after it, as a factory image with
-/// extensions has them (yaml_spec only, no proto_spec).
+/// extensions has them.
 const EXT: (&str, &str) = ("runtime", "ExtensionStatuses.runtime.talos.dev");
 /// The kubelet's node name: the hostname, lower-cased (upstream
 /// `internal/app/machined/pkg/controllers/k8s/nodename.go` at v1.13.9); configured nodes only.
@@ -121,6 +127,7 @@ fn registered() -> Vec<(&'static str, &'static str, bool)> {
         (block::VOLUMES.0, block::VOLUMES.1, false),
         (DISCOVERY_CONFIG.0, DISCOVERY_CONFIG.1, true),
         (RD.0, RD.1, false),
+        (MEMBERS.0, MEMBERS.1, false),
     ];
     out.extend(
         CONTROL_PLANE_CONFIGS
@@ -153,17 +160,84 @@ fn check_access(t: &Target, ns: &str, ty: &str) -> Result<(), Status> {
     Ok(())
 }
 
-/// A resource definition's YAML spec, in the field order of cosi-project/runtime's
-/// `ResourceDefinitionSpec` (`pkg/resource/meta/spec/spec.go`), `sensitivity` left out when empty.
-/// The simulator names no aliases and no display type.
-fn definition_yaml(ns: &str, ty: &str, sensitive: bool) -> String {
+/// The aliases upstream gives a type beyond the automatic ones (each type's
+/// `ResourceDefinition()` in `pkg/machinery/resources/...` @ v1.13.9 and v1.14.1): only
+/// ExtensionStatuses has one among the types the simulator serves.
+fn user_aliases(ty: &str) -> Vec<String> {
+    match ty {
+        "ExtensionStatuses.runtime.talos.dev" => vec!["extensions".into()],
+        _ => vec![],
+    }
+}
+
+/// `pluralize.Singular` for the type names the simulator serves (…Statuses, …s).
+fn singular(name: &str) -> String {
+    match name.strip_suffix("uses") {
+        Some(stem) => format!("{stem}us"),
+        None => name.strip_suffix('s').unwrap_or(name).to_string(),
+    }
+}
+
+/// A resource definition as upstream fills it (cosi-project/runtime
+/// `pkg/resource/meta/spec/resource_definition.go` `Fill` @ v1.16.2, the same at v1.14.1): the
+/// display type is the singular of the type's name; the aliases are the user's, then the display
+/// type in lower case and the abbreviation of the name's capitals when it has more than one;
+/// all aliases are the name in lower case, with each of its suffix's leading parts, then the
+/// aliases. `talosctl get members` finds the type by these (`ResolveResourceKind` in
+/// `pkg/machinery/client/resources.go`) and decodes them from the proto spec, so a definition
+/// without one matches only by its full id. The simulator names no print columns.
+fn definition(ns: &str, ty: &str, sensitive: bool) -> (ResourceDefinitionSpec, String) {
+    let (name, suffix) = ty.split_once('.').unwrap_or((ty, ""));
+    let display = singular(name);
+    let mut aliases = user_aliases(ty);
+    aliases.push(display.to_lowercase());
+    let capitals: String = name.chars().filter(|c| c.is_uppercase()).collect();
+    if capitals.chars().count() > 1 {
+        aliases.push(capitals.to_lowercase());
+        if !capitals.ends_with('S') {
+            aliases.push(format!("{capitals}s").to_lowercase());
+        }
+    }
+    let parts: Vec<&str> = suffix.split('.').collect();
+    let mut all_aliases = vec![name.to_lowercase()];
+    for i in 1..parts.len() {
+        all_aliases.push(format!("{}.{}", name.to_lowercase(), parts[..i].join(".")));
+    }
+    all_aliases.extend(aliases.iter().cloned());
+    let list = |items: &[String]| {
+        if items.is_empty() {
+            " []\n".to_string()
+        } else {
+            let mut out = String::from("\n");
+            for i in items {
+                out.push_str(&format!("    - {i}\n"));
+            }
+            out
+        }
+    };
+    // In the field order of `ResourceDefinitionSpec`, `sensitivity` left out when empty.
     let mut yaml = format!(
-        "type: {ty}\ndisplayType: \"\"\ndefaultNamespace: {ns}\naliases: []\nallAliases: []\nprintColumns: []\n"
+        "type: {ty}\ndisplayType: {display}\ndefaultNamespace: {ns}\naliases:{}allAliases:{}printColumns: []\n",
+        list(&aliases),
+        list(&all_aliases)
     );
     if sensitive {
         yaml.push_str("sensitivity: sensitive\n");
     }
-    yaml
+    let spec = ResourceDefinitionSpec {
+        resource_type: ty.into(),
+        display_type: display,
+        default_namespace: ns.into(),
+        aliases,
+        all_aliases,
+        print_columns: vec![],
+        sensitivity: if sensitive {
+            Sensitivity::Sensitive as i32
+        } else {
+            Sensitivity::NonSensitive as i32
+        },
+    };
+    (spec, yaml)
 }
 
 /// Every resource of (ns, type) on the node, by id.
@@ -174,13 +248,14 @@ fn resources(shared: &Shared, idx: usize, ns: &str, ty: &str) -> BTreeMap<String
     if (ns, ty) == RD {
         for (def_ns, def_ty, sensitive) in registered() {
             let id = def_ty.to_lowercase();
+            let (spec, yaml_spec) = definition(def_ns, def_ty, sensitive);
             out.insert(
                 id.clone(),
                 Resource {
                     metadata: Some(meta(ns, ty, &id, 1, n.config_updated)),
                     spec: Some(Spec {
-                        proto_spec: vec![],
-                        yaml_spec: definition_yaml(def_ns, def_ty, sensitive),
+                        proto_spec: spec.encode_to_vec(),
+                        yaml_spec,
                     }),
                 },
             );
@@ -407,6 +482,19 @@ fn resources(shared: &Shared, idx: usize, ns: &str, ty: &str) -> BTreeMap<String
                 },
             );
         }
+    } else if (ns, ty) == MEMBERS {
+        for (id, (spec, yaml_spec)) in super::members::members(&st, idx) {
+            out.insert(
+                id.clone(),
+                Resource {
+                    metadata: Some(meta(ns, ty, &id, n.config_version, n.config_updated)),
+                    spec: Some(Spec {
+                        proto_spec: spec.encode_to_vec(),
+                        yaml_spec,
+                    }),
+                },
+            );
+        }
     } else if (ns, ty) == block::DISKS {
         for (id, proto_spec, yaml_spec) in block::disks() {
             let m = meta(ns, ty, &id, 1, n.config_updated);
@@ -438,21 +526,48 @@ fn resources(shared: &Shared, idx: usize, ns: &str, ty: &str) -> BTreeMap<String
     } else if (ns, ty) == EXT
         && let Some(schematic) = &n.schematic
     {
+        // Each with its proto spec too: talosctl decodes ExtensionStatusSpec (upstream's
+        // `extensions.Layer`, `pkg/machinery/resources/runtime/extension_status.go`) from it and
+        // shows an empty spec without one.
+        let layer = |image: &str,
+                     name: &str,
+                     version: &str,
+                     author: &str,
+                     description: &str,
+                     talos: Option<&str>| Layer {
+            image: image.into(),
+            metadata: Some(ExtensionMetadata {
+                name: name.into(),
+                version: version.into(),
+                author: author.into(),
+                description: description.into(),
+                compatibility: talos.map(|v| Compatibility {
+                    talos: Some(Constraint { version: v.into() }),
+                }),
+                extra_info: String::new(),
+            }),
+        };
         let extensions = [
-            "image: 000.sqsh\nmetadata:\n    name: iscsi-tools\n    version: v0.2.0\n    author: Sidero Labs\n    description: open-iscsi tools\n    compatibility:\n        talos:\n            version: '>= v1.13.0'\n"
-                .to_string(),
-            format!(
-                "image: 001.sqsh\nmetadata:\n    name: schematic\n    version: {schematic}\n    description: Image Factory schematic\n"
+            (
+                layer("000.sqsh", "iscsi-tools", "v0.2.0", "Sidero Labs", "open-iscsi tools", Some(">= v1.13.0")),
+                "image: 000.sqsh\nmetadata:\n    name: iscsi-tools\n    version: v0.2.0\n    author: Sidero Labs\n    description: open-iscsi tools\n    compatibility:\n        talos:\n            version: '>= v1.13.0'\n"
+                    .to_string(),
+            ),
+            (
+                layer("001.sqsh", "schematic", schematic, "", "Image Factory schematic", None),
+                format!(
+                    "image: 001.sqsh\nmetadata:\n    name: schematic\n    version: {schematic}\n    description: Image Factory schematic\n"
+                ),
             ),
         ];
-        for (index, yaml) in extensions.into_iter().enumerate() {
+        for (index, (spec, yaml)) in extensions.into_iter().enumerate() {
             let id = index.to_string();
             out.insert(
                 id.clone(),
                 Resource {
                     metadata: Some(meta(ns, ty, &id, n.generation, n.config_updated)),
                     spec: Some(Spec {
-                        proto_spec: vec![],
+                        proto_spec: spec.encode_to_vec(),
                         yaml_spec: yaml,
                     }),
                 },

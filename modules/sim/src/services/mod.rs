@@ -7,6 +7,7 @@ pub mod discovery;
 pub mod image;
 pub mod lifecycle;
 pub mod machine;
+pub mod members;
 
 use ferro_talos_proto::cluster::cluster_service_server::ClusterServiceServer;
 use ferro_talos_proto::cosi::resource::state_server::StateServer;
