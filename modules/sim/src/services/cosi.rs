@@ -18,7 +18,7 @@ use ferro_talos_proto::resource::extensions::{
 };
 use ferro_talos_proto::resource::k8s::{
     ApiServerConfigSpec, ControllerManagerConfigSpec, ManifestSpec, NodenameSpec,
-    SchedulerConfigSpec, SingleManifest,
+    SchedulerConfigSpec, SingleManifest, StaticPodStatusSpec,
 };
 use ferro_talos_proto::resource::runtime::{
     MachineStatusSpec, MachineStatusStatus, UnmetCondition,
@@ -29,6 +29,9 @@ use tonic::{Request, Response, Status};
 
 use super::block;
 use super::discovery::{self, DISCOVERY_CONFIG, DISCOVERY_CONFIG_ID};
+use super::k8s_configs::{
+    KUBELET_CONFIG, KUBELET_CONFIG_ID, MANIFESTS_CONFIG, MANIFESTS_CONFIG_ID, STATIC_POD_STATUS,
+};
 use super::members::MEMBERS;
 use crate::mcfg::MachineType;
 use crate::routing::{BoxStream, Ctx, Target};
@@ -67,6 +70,11 @@ const CONTROL_PLANE_CONFIGS: &[(&str, &str)] = &[
 /// per manifest id, proto spec `ManifestSpec` of Structs; no sensitivity set, which is
 /// NonSensitive, so os:reader reads them too, bootstrap token and all).
 const MANIFESTS: (&str, &str) = ("controlplane", "Manifests.kubernetes.talos.dev");
+/// Talos's diagnostics (`pkg/machinery/resources/runtime/diagnostic.go` @ v1.13.9): warnings
+/// machined raises about the node's setup. The simulator raises none, so the list is empty, as on
+/// a healthy node (upstream's `NoDiagnostics` check then passes; a type Talos did not know would
+/// make it skip).
+const DIAGNOSTICS: (&str, &str) = ("runtime", "Diagnostics.runtime.talos.dev");
 const NAMESPACES: &[&str] = &[
     "config",
     "runtime",
@@ -128,6 +136,10 @@ fn registered() -> Vec<(&'static str, &'static str, bool)> {
         (DISCOVERY_CONFIG.0, DISCOVERY_CONFIG.1, true),
         (RD.0, RD.1, false),
         (MEMBERS.0, MEMBERS.1, false),
+        (KUBELET_CONFIG.0, KUBELET_CONFIG.1, false),
+        (MANIFESTS_CONFIG.0, MANIFESTS_CONFIG.1, false),
+        (STATIC_POD_STATUS.0, STATIC_POD_STATUS.1, false),
+        (DIAGNOSTICS.0, DIAGNOSTICS.1, false),
     ];
     out.extend(
         CONTROL_PLANE_CONFIGS
@@ -482,6 +494,62 @@ fn resources(shared: &Shared, idx: usize, ns: &str, ty: &str) -> BTreeMap<String
                 },
             );
         }
+    } else if (ns, ty) == KUBELET_CONFIG
+        && let Some(spec) = super::k8s_configs::kubelet(n)
+    {
+        out.insert(
+            KUBELET_CONFIG_ID.into(),
+            Resource {
+                metadata: Some(meta(
+                    ns,
+                    ty,
+                    KUBELET_CONFIG_ID,
+                    n.config_version,
+                    n.config_updated,
+                )),
+                spec: Some(Spec {
+                    yaml_spec: super::k8s_configs::kubelet_yaml(&spec),
+                    proto_spec: spec.encode_to_vec(),
+                }),
+            },
+        );
+    } else if (ns, ty) == MANIFESTS_CONFIG
+        && let Some(spec) = super::k8s_configs::manifests(n)
+    {
+        out.insert(
+            MANIFESTS_CONFIG_ID.into(),
+            Resource {
+                metadata: Some(meta(
+                    ns,
+                    ty,
+                    MANIFESTS_CONFIG_ID,
+                    n.config_version,
+                    n.config_updated,
+                )),
+                spec: Some(Spec {
+                    yaml_spec: super::k8s_configs::manifests_yaml(&spec),
+                    proto_spec: spec.encode_to_vec(),
+                }),
+            },
+        );
+    } else if (ns, ty) == STATIC_POD_STATUS {
+        for (id, status) in super::k8s_configs::static_pods(&st, idx) {
+            let spec = StaticPodStatusSpec {
+                pod_status: Some(crate::kube::to_struct(&status)),
+            };
+            let yaml_spec = serde_saphyr::to_string(&serde_json::json!({ "podStatus": status }))
+                .unwrap_or_default();
+            out.insert(
+                id.clone(),
+                Resource {
+                    metadata: Some(meta(ns, ty, &id, n.generation, n.config_updated)),
+                    spec: Some(Spec {
+                        proto_spec: spec.encode_to_vec(),
+                        yaml_spec,
+                    }),
+                },
+            );
+        }
     } else if (ns, ty) == MEMBERS {
         for (id, (spec, yaml_spec)) in super::members::members(&st, idx) {
             out.insert(
@@ -510,14 +578,14 @@ fn resources(shared: &Shared, idx: usize, ns: &str, ty: &str) -> BTreeMap<String
             );
         }
     } else if (ns, ty) == block::VOLUMES {
-        for (id, yaml_spec) in block::volumes(n) {
+        for (id, proto_spec, yaml_spec) in block::volumes(n) {
             let m = meta(ns, ty, &id, n.generation, n.config_updated);
             out.insert(
                 id,
                 Resource {
                     metadata: Some(m),
                     spec: Some(Spec {
-                        proto_spec: vec![],
+                        proto_spec,
                         yaml_spec,
                     }),
                 },

@@ -5,6 +5,7 @@ pub mod cluster;
 pub mod cosi;
 pub mod discovery;
 pub mod image;
+pub mod k8s_configs;
 pub mod lifecycle;
 pub mod machine;
 pub mod members;
