@@ -20,6 +20,7 @@ const FILES: &[&str] = &[
     "resource/block.proto",
     "resource/cluster.proto",
     "resource/extensions.proto",
+    "resource/v1alpha1.proto",
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -62,6 +62,10 @@ pub mod resource {
     pub mod cluster {
         tonic::include_proto!("talos.resource.definitions.cluster");
     }
+    /// `talos.resource.definitions.v1alpha1` package: ServiceSpec.
+    pub mod v1alpha1 {
+        tonic::include_proto!("talos.resource.definitions.v1alpha1");
+    }
     /// `talos.resource.definitions.extensions` package: Layer (ExtensionStatusSpec).
     pub mod extensions {
         tonic::include_proto!("talos.resource.definitions.extensions");

@@ -23,6 +23,7 @@ use ferro_talos_proto::resource::k8s::{
 use ferro_talos_proto::resource::runtime::{
     MachineStatusSpec, MachineStatusStatus, UnmetCondition,
 };
+use ferro_talos_proto::resource::v1alpha1::ServiceSpec;
 use prost::Message;
 use tokio::sync::mpsc;
 use tonic::{Request, Response, Status};
@@ -30,7 +31,8 @@ use tonic::{Request, Response, Status};
 use super::block;
 use super::discovery::{self, DISCOVERY_CONFIG, DISCOVERY_CONFIG_ID};
 use super::k8s_configs::{
-    KUBELET_CONFIG, KUBELET_CONFIG_ID, MANIFESTS_CONFIG, MANIFESTS_CONFIG_ID, STATIC_POD_STATUS,
+    KUBELET_CONFIG, KUBELET_CONFIG_ID, KUBELET_SPEC, MANIFESTS_CONFIG, MANIFESTS_CONFIG_ID,
+    STATIC_POD_STATUS,
 };
 use super::members::MEMBERS;
 use crate::mcfg::MachineType;
@@ -75,6 +77,11 @@ const MANIFESTS: (&str, &str) = ("controlplane", "Manifests.kubernetes.talos.dev
 /// a healthy node (upstream's `NoDiagnostics` check then passes; a type Talos did not know would
 /// make it skip).
 const DIAGNOSTICS: (&str, &str) = ("runtime", "Diagnostics.runtime.talos.dev");
+/// machined's services as resources (`pkg/machinery/resources/v1alpha1/service.go` @ v1.13.9,
+/// written by `internal/app/machined/pkg/system/service_runner.go`): one per running service, id
+/// its name, with whether it is healthy; talosctl's `upgrade-k8s` watches the kubelet's. The
+/// package is v1alpha1 but the namespace `runtime` (`resources/v1alpha1/v1alpha1.go`).
+const SERVICES: (&str, &str) = ("runtime", "Services.v1alpha1.talos.dev");
 const NAMESPACES: &[&str] = &[
     "config",
     "runtime",
@@ -140,6 +147,8 @@ fn registered() -> Vec<(&'static str, &'static str, bool)> {
         (MANIFESTS_CONFIG.0, MANIFESTS_CONFIG.1, false),
         (STATIC_POD_STATUS.0, STATIC_POD_STATUS.1, false),
         (DIAGNOSTICS.0, DIAGNOSTICS.1, false),
+        (KUBELET_SPEC.0, KUBELET_SPEC.1, false),
+        (SERVICES.0, SERVICES.1, false),
     ];
     out.extend(
         CONTROL_PLANE_CONFIGS
@@ -532,6 +541,43 @@ fn resources(shared: &Shared, idx: usize, ns: &str, ty: &str) -> BTreeMap<String
                 }),
             },
         );
+    } else if (ns, ty) == KUBELET_SPEC
+        && let Some((spec, yaml_spec)) = super::k8s_configs::kubelet_spec(n)
+    {
+        out.insert(
+            "kubelet".into(),
+            Resource {
+                metadata: Some(meta(ns, ty, "kubelet", n.config_version, n.config_updated)),
+                spec: Some(Spec {
+                    proto_spec: spec.encode_to_vec(),
+                    yaml_spec,
+                }),
+            },
+        );
+    } else if (ns, ty) == SERVICES {
+        for (name, state, healthy, _) in super::machine::service_states(&st, idx) {
+            if state != "Running" {
+                continue;
+            }
+            let spec = ServiceSpec {
+                running: true,
+                healthy: healthy == Some(true),
+                unknown: healthy.is_none(),
+            };
+            out.insert(
+                name.into(),
+                Resource {
+                    metadata: Some(meta(ns, ty, name, n.generation, n.config_updated)),
+                    spec: Some(Spec {
+                        proto_spec: spec.encode_to_vec(),
+                        yaml_spec: format!(
+                            "running: true\nhealthy: {}\nunknown: {}\n",
+                            spec.healthy, spec.unknown
+                        ),
+                    }),
+                },
+            );
+        }
     } else if (ns, ty) == STATIC_POD_STATUS {
         for (id, status) in super::k8s_configs::static_pods(&st, idx) {
             let spec = StaticPodStatusSpec {
@@ -733,10 +779,18 @@ impl CosiState for Cosi {
             if let Some(id) = &r.id {
                 let first = match seen.get(id) {
                     Some(res) => event(res.clone(), EventType::Created, None),
+                    // A tombstone, as upstream's server sends it (cosi-project/runtime
+                    // `pkg/state/impl/inmem/collection.go` Watch, `pkg/resource/protobuf`
+                    // `FromResource` and `Marshal` @ v1.16.2): version undefined and an empty
+                    // spec, which is present all the same; a client's decoder refuses a
+                    // resource without one ("spec is missing").
                     None => event(
                         Resource {
-                            metadata: Some(meta(&r.namespace, &r.r#type, id, 0, SystemTime::now())),
-                            spec: None,
+                            metadata: Some(Metadata {
+                                version: "undefined".into(),
+                                ..meta(&r.namespace, &r.r#type, id, 0, SystemTime::now())
+                            }),
+                            spec: Some(Spec::default()),
                         },
                         EventType::Destroyed,
                         None,

@@ -180,3 +180,50 @@ pub fn static_pods(
         })
         .collect()
 }
+
+/// `k8s/KubeletSpecs.kubernetes.talos.dev` id `kubelet` (upstream `kubelet_spec.go`, rendered by
+/// `internal/app/machined/pkg/controllers/k8s/kubelet_spec.go`): the image the kubelet runs, the
+/// node name it registers, and its KubeletConfiguration. talosctl's `upgrade-k8s` reads the
+/// current kubelet image from it (`pkg/cluster/kubernetes/kubelet.go`, `talos_managed.go`). The
+/// simulator leaves the command-line arguments out and keeps the configuration to its DNS.
+pub const KUBELET_SPEC: (&str, &str) = ("k8s", "KubeletSpecs.kubernetes.talos.dev");
+
+pub fn kubelet_spec(
+    n: &Node,
+) -> Option<(ferro_talos_proto::resource::k8s::KubeletSpecSpec, String)> {
+    let cfg = n.active.as_ref()?;
+    let kubelet = kubelet(n)?;
+    let image = crate::kube::kubelet_image(cfg);
+    let name = crate::kube::node_name(n);
+    let mut config = serde_json::Map::new();
+    config.insert("apiVersion".into(), "kubelet.config.k8s.io/v1beta1".into());
+    config.insert("kind".into(), "KubeletConfiguration".into());
+    config.insert(
+        "clusterDomain".into(),
+        kubelet.cluster_domain.clone().into(),
+    );
+    config.insert(
+        "clusterDNS".into(),
+        Value::Array(
+            kubelet
+                .cluster_dns
+                .iter()
+                .cloned()
+                .map(Value::from)
+                .collect(),
+        ),
+    );
+    let yaml = format!(
+        "image: {image}\nexpectedNodename: {name}\nconfig:\n    apiVersion: kubelet.config.k8s.io/v1beta1\n    \
+         kind: KubeletConfiguration\n    clusterDomain: {}\n    clusterDNS:\n        - {}\n",
+        kubelet.cluster_domain,
+        kubelet.cluster_dns.join("\n        - ")
+    );
+    let spec = ferro_talos_proto::resource::k8s::KubeletSpecSpec {
+        image,
+        args: vec![],
+        expected_nodename: name,
+        config: Some(crate::kube::to_struct(&config)),
+    };
+    Some((spec, yaml))
+}
