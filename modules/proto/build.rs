@@ -13,10 +13,14 @@ const FILES: &[&str] = &[
     "cluster/cluster.proto",
     "cosi/resource.proto",
     "cosi/state.proto",
+    "cosi/meta.proto",
     "resource/config.proto",
     "resource/runtime.proto",
     "resource/k8s.proto",
     "resource/block.proto",
+    "resource/cluster.proto",
+    "resource/extensions.proto",
+    "resource/v1alpha1.proto",
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -34,6 +34,10 @@ pub mod cosi {
     pub mod resource {
         tonic::include_proto!("cosi.resource");
     }
+    /// `cosi.resource.meta` package: ResourceDefinitionSpec.
+    pub mod meta {
+        tonic::include_proto!("cosi.resource.meta");
+    }
 }
 
 /// Typed COSI resource specs that arrive as `Spec.proto_spec` bytes.
@@ -53,6 +57,18 @@ pub mod resource {
     /// `talos.resource.definitions.block` package: DiskSpec.
     pub mod block {
         tonic::include_proto!("talos.resource.definitions.block");
+    }
+    /// `talos.resource.definitions.cluster` package: MemberSpec.
+    pub mod cluster {
+        tonic::include_proto!("talos.resource.definitions.cluster");
+    }
+    /// `talos.resource.definitions.v1alpha1` package: ServiceSpec.
+    pub mod v1alpha1 {
+        tonic::include_proto!("talos.resource.definitions.v1alpha1");
+    }
+    /// `talos.resource.definitions.extensions` package: Layer (ExtensionStatusSpec).
+    pub mod extensions {
+        tonic::include_proto!("talos.resource.definitions.extensions");
     }
 }
 

@@ -8,27 +8,182 @@
 //!   `skip hash check` (a copy of the data directory's db), with it the hash must match unless
 //!   skipped.
 //!
-//! What is inside is not a real database: a marker and the member count, enough for tests. Of an
-//! upload the simulator keeps only what the restore checks ([`Uploaded`]), so an upload of any
-//! size costs it no memory, as Talos writes one to disk as it comes.
+//! What is inside is a real, if tiny, bbolt database, because `talosctl etcd snapshot` opens the
+//! file with etcd's own `etcdutl/snapshot` `Status` (`cmd/talosctl/cmd/talos/etcd.go` @ v1.13.9
+//! and v1.14.1): bbolt checks both meta pages' FNV-64a checksums and every page (`tx.Check`), and
+//! etcd reads each revision and `mvccpb.KeyValue` of the `key` bucket. Its keys hold the
+//! simulator's marker (the member count), enough for tests. Of an upload the simulator keeps
+//! only what the restore checks ([`Uploaded`]), so an upload of any size costs it no memory, as
+//! Talos writes one to disk as it comes.
 
 use sha2::{Digest, Sha256};
 
 const PAGE: usize = 4096;
 const MAGIC: u32 = 0xED0C_DAED;
 
-/// A snapshot of a cluster with `members` members: sixteen pages with bbolt's meta pages, and
-/// the SHA-256 trailer.
-pub fn make(members: usize) -> Vec<u8> {
-    let mut db = vec![0u8; 16 * PAGE];
-    for page in 0..2 {
-        let meta = page * PAGE + 16;
-        db[meta..meta + 4].copy_from_slice(&MAGIC.to_le_bytes());
-        db[meta + 4..meta + 8].copy_from_slice(&2u32.to_le_bytes());
-        db[meta + 8..meta + 12].copy_from_slice(&(PAGE as u32).to_le_bytes());
+// bbolt's on-disk layout (go.etcd.io/bbolt v1.4.3, the version etcd v3.6 links:
+// `internal/common/page.go`, `meta.go`, `bucket.go`): a 16-byte page header (id u64, flags u16,
+// count u16, overflow u32); leaf elements of 16 bytes (flags u32, pos u32 from the element,
+// ksize u32, vsize u32); a bucket's value is its root page id and sequence, followed by the
+// bucket's own page when it is inline (root 0).
+const LEAF: u16 = 0x02;
+const META: u16 = 0x04;
+const FREELIST: u16 = 0x10;
+const BUCKET_LEAF_FLAG: u32 = 0x01;
+
+fn page_header(out: &mut Vec<u8>, id: u64, flags: u16, count: u16) {
+    out.extend_from_slice(&id.to_le_bytes());
+    out.extend_from_slice(&flags.to_le_bytes());
+    out.extend_from_slice(&count.to_le_bytes());
+    out.extend_from_slice(&0u32.to_le_bytes());
+}
+
+/// A leaf page (header, elements, then keys and values) of sorted (flags, key, value) items.
+fn leaf(id: u64, items: &[(u32, Vec<u8>, Vec<u8>)]) -> Vec<u8> {
+    let mut out = Vec::new();
+    page_header(&mut out, id, LEAF, items.len() as u16);
+    let mut data = Vec::new();
+    let elements_end = 16 + 16 * items.len();
+    for (i, (flags, k, v)) in items.iter().enumerate() {
+        let element = 16 + 16 * i;
+        let pos = elements_end + data.len() - element;
+        out.extend_from_slice(&flags.to_le_bytes());
+        out.extend_from_slice(&(pos as u32).to_le_bytes());
+        out.extend_from_slice(&(k.len() as u32).to_le_bytes());
+        out.extend_from_slice(&(v.len() as u32).to_le_bytes());
+        data.extend_from_slice(k);
+        data.extend_from_slice(v);
     }
+    out.extend_from_slice(&data);
+    out
+}
+
+/// FNV-64a, bbolt's meta page checksum (`Meta.Sum64`).
+fn fnv64a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+fn meta_page(id: u64, root: u64, freelist: u64, high_water: u64, txid: u64) -> Vec<u8> {
+    let mut out = Vec::new();
+    page_header(&mut out, id, META, 0);
+    let mut meta = Vec::new();
+    meta.extend_from_slice(&MAGIC.to_le_bytes());
+    meta.extend_from_slice(&2u32.to_le_bytes()); // version
+    meta.extend_from_slice(&(PAGE as u32).to_le_bytes());
+    meta.extend_from_slice(&0u32.to_le_bytes()); // flags
+    meta.extend_from_slice(&root.to_le_bytes()); // root bucket: page
+    meta.extend_from_slice(&0u64.to_le_bytes()); // root bucket: sequence
+    meta.extend_from_slice(&freelist.to_le_bytes());
+    meta.extend_from_slice(&high_water.to_le_bytes());
+    meta.extend_from_slice(&txid.to_le_bytes());
+    let sum = fnv64a(&meta);
+    meta.extend_from_slice(&sum.to_le_bytes());
+    out.extend_from_slice(&meta);
+    out
+}
+
+/// A protobuf varint.
+fn varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// etcd's `mvccpb.KeyValue` (api/mvccpb/kv.proto @ v3.6: key 1, create_revision 2,
+/// mod_revision 3, version 4, value 5).
+fn key_value(key: &[u8], revision: u64, value: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.push(0x0a);
+    varint(&mut out, key.len() as u64);
+    out.extend_from_slice(key);
+    for tag in [0x10, 0x18] {
+        out.push(tag);
+        varint(&mut out, revision);
+    }
+    out.extend_from_slice(&[0x20, 1]);
+    out.push(0x2a);
+    varint(&mut out, value.len() as u64);
+    out.extend_from_slice(value);
+    out
+}
+
+/// A revision as etcd keys the `key` bucket by it: main and sub, big-endian, joined by `_`
+/// (server/storage/mvcc/revision.go @ v3.6).
+fn revision_key(main: u64) -> Vec<u8> {
+    let mut k = main.to_be_bytes().to_vec();
+    k.push(b'_');
+    k.extend_from_slice(&0u64.to_be_bytes());
+    k
+}
+
+/// A snapshot of a cluster with `members` members: bbolt's two meta pages, the root bucket's
+/// page (inline `key` and `meta` buckets: one key per member and the marker, the applied index
+/// and the storage version), an empty freelist, and
+/// the SHA-256 trailer etcd appends to a snapshot stream.
+pub fn make(members: usize) -> Vec<u8> {
     let marker = format!("talos-sim etcd snapshot\nmembers: {members}\n");
-    db[2 * PAGE..2 * PAGE + marker.len()].copy_from_slice(marker.as_bytes());
+    let mut kvs = vec![(
+        0,
+        revision_key(1),
+        key_value(b"/talos-sim/snapshot", 1, marker.as_bytes()),
+    )];
+    for m in 0..members {
+        let revision = m as u64 + 2;
+        kvs.push((
+            0,
+            revision_key(revision),
+            key_value(
+                format!("/talos-sim/member/{m}").as_bytes(),
+                revision,
+                b"member",
+            ),
+        ));
+    }
+    let revision = members as u64 + 1;
+    // etcd's `meta` bucket (server/storage/schema/schema.go, version.go @ v3.6): the applied
+    // index and term, and the storage version etcdutl's Status reads (a snapshot without the
+    // bucket crashes it).
+    let meta = vec![
+        (
+            0,
+            b"consistent_index".to_vec(),
+            revision.to_be_bytes().to_vec(),
+        ),
+        (0, b"storageVersion".to_vec(), b"3.6.0".to_vec()),
+        (0, b"term".to_vec(), 2u64.to_be_bytes().to_vec()),
+    ];
+    let inline = |items: &[(u32, Vec<u8>, Vec<u8>)]| {
+        let mut value = vec![0u8; 16]; // root 0 (inline), sequence 0
+        value.extend_from_slice(&leaf(0, items));
+        value
+    };
+    let root = leaf(
+        2,
+        &[
+            (BUCKET_LEAF_FLAG, b"key".to_vec(), inline(&kvs)),
+            (BUCKET_LEAF_FLAG, b"meta".to_vec(), inline(&meta)),
+        ],
+    );
+    let mut freelist = Vec::new();
+    page_header(&mut freelist, 3, FREELIST, 0);
+
+    let mut db = vec![0u8; 4 * PAGE];
+    for (index, page) in [
+        meta_page(0, 2, 3, 4, 0),
+        meta_page(1, 2, 3, 4, 1),
+        root,
+        freelist,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        assert!(page.len() <= PAGE, "a snapshot page overflows");
+        db[index * PAGE..index * PAGE + page.len()].copy_from_slice(&page);
+    }
     let trailer = Sha256::digest(&db);
     db.extend_from_slice(&trailer);
     db

@@ -80,20 +80,93 @@ pub(super) fn query_param(query: Option<&str>, key: &str) -> Option<String> {
     })
 }
 
-/// `a=b,c=d` (and `a==b`): the equality selectors clients send; anything else is refused.
-fn selector(text: &str) -> Result<Vec<(String, String)>, ApiError> {
-    text.split(',')
+/// One requirement of a selector, in the grammar of apimachinery's `labels.Parse`
+/// (`pkg/labels/selector.go`): `k=v`, `k==v`, `k!=v`, `k in (a,b)`, `k notin (a,b)`, `k`, `!k`.
+/// upstream's cluster checks list the control-plane pods with `k8s-app in (kube-apiserver,...)`
+/// (`pkg/cluster/check/kubernetes.go` @ v1.14.1 `K8sFullControlPlaneAssertion`).
+#[derive(Debug, PartialEq)]
+enum Requirement {
+    Equals(String, String),
+    NotEquals(String, String),
+    In(String, Vec<String>),
+    NotIn(String, Vec<String>),
+    Exists(String),
+    DoesNotExist(String),
+}
+
+impl Requirement {
+    fn holds(&self, value: impl Fn(&str) -> Option<String>) -> bool {
+        match self {
+            Requirement::Equals(k, v) => value(k).as_deref() == Some(v.as_str()),
+            // As upstream: a missing key also satisfies `!=` and `notin`.
+            Requirement::NotEquals(k, v) => value(k).as_deref() != Some(v.as_str()),
+            Requirement::In(k, vs) => value(k).is_some_and(|x| vs.contains(&x)),
+            Requirement::NotIn(k, vs) => value(k).is_none_or(|x| !vs.contains(&x)),
+            Requirement::Exists(k) => value(k).is_some(),
+            Requirement::DoesNotExist(k) => value(k).is_none(),
+        }
+    }
+}
+
+/// The terms of a selector: split at commas outside parentheses.
+fn terms(text: &str) -> Vec<String> {
+    let (mut out, mut current, mut depth) = (Vec::new(), String::new(), 0);
+    for c in text.chars() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(std::mem::take(&mut current));
+                continue;
+            }
+            _ => {}
+        }
+        current.push(c);
+    }
+    out.push(current);
+    out.into_iter()
+        .map(|t| t.trim().to_string())
         .filter(|t| !t.is_empty())
+        .collect()
+}
+
+fn selector(text: &str) -> Result<Vec<Requirement>, ApiError> {
+    let bad = |term: &str| ApiError::bad_request(format!("unable to parse requirement: {term:?}"));
+    let set = |rest: &str, term: &str| -> Result<Vec<String>, ApiError> {
+        let inner = rest
+            .trim()
+            .strip_prefix('(')
+            .and_then(|r| r.strip_suffix(')'))
+            .ok_or_else(|| bad(term))?;
+        Ok(inner
+            .split(',')
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+            .collect())
+    };
+    terms(text)
+        .iter()
         .map(|term| {
-            let (k, v) = term
-                .split_once("==")
-                .or_else(|| term.split_once('='))
-                .ok_or_else(|| {
-                    ApiError::bad_request(format!(
-                        "unable to parse requirement: the simulator only supports equality selectors, got {term:?}"
-                    ))
-                })?;
-            Ok((k.trim().to_string(), v.trim().to_string()))
+            let term = term.as_str();
+            if let Some((k, v)) = term.split_once("!=") {
+                return Ok(Requirement::NotEquals(k.trim().into(), v.trim().into()));
+            }
+            if let Some((k, v)) = term.split_once("==").or_else(|| term.split_once('=')) {
+                return Ok(Requirement::Equals(k.trim().into(), v.trim().into()));
+            }
+            if let Some((k, rest)) = term.split_once(" notin ") {
+                return Ok(Requirement::NotIn(k.trim().into(), set(rest, term)?));
+            }
+            if let Some((k, rest)) = term.split_once(" in ") {
+                return Ok(Requirement::In(k.trim().into(), set(rest, term)?));
+            }
+            if let Some(k) = term.strip_prefix('!') {
+                return Ok(Requirement::DoesNotExist(k.trim().into()));
+            }
+            if term.contains(|c: char| c.is_whitespace() || "()".contains(c)) {
+                return Err(bad(term));
+            }
+            Ok(Requirement::Exists(term.into()))
         })
         .collect()
 }
@@ -103,13 +176,16 @@ fn field<'a>(v: &'a Value, path: &str) -> Option<&'a str> {
     v.pointer(&pointer).and_then(Value::as_str)
 }
 
-fn matches(item: &Value, labels: &[(String, String)], fields: &[(String, String)]) -> bool {
-    labels
-        .iter()
-        .all(|(k, v)| item["metadata"]["labels"].get(k).and_then(Value::as_str) == Some(v))
-        && fields
-            .iter()
-            .all(|(k, v)| field(item, k).unwrap_or("") == v)
+fn matches(item: &Value, labels: &[Requirement], fields: &[Requirement]) -> bool {
+    let label = |k: &str| {
+        item["metadata"]["labels"]
+            .get(k)
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    // A field selector's missing field reads as the empty string (fields.Set).
+    let field_value = |k: &str| Some(field(item, k).unwrap_or("").to_string());
+    labels.iter().all(|r| r.holds(label)) && fields.iter().all(|r| r.holds(field_value))
 }
 
 pub(super) fn filtered(items: Vec<Value>, query: Option<&str>) -> Result<Vec<Value>, ApiError> {
@@ -349,5 +425,36 @@ pub fn snapshot(shared: &Shared) -> KubeSnapshot {
         nodes,
         pods: render::pods(k, st, None),
         log: k.log.iter().map(KubeEvent::to_entry).collect(),
+    }
+}
+
+#[cfg(test)]
+mod selector_tests {
+    use super::{Requirement, matches, selector};
+    use serde_json::json;
+
+    #[test]
+    fn set_based_selectors_parse_and_match_as_apimachinery_does() {
+        let parsed =
+            selector("k8s-app in (kube-apiserver, kube-scheduler),tier!=node,!gone,app").unwrap();
+        assert_eq!(
+            parsed,
+            vec![
+                Requirement::In(
+                    "k8s-app".into(),
+                    vec!["kube-apiserver".into(), "kube-scheduler".into()]
+                ),
+                Requirement::NotEquals("tier".into(), "node".into()),
+                Requirement::DoesNotExist("gone".into()),
+                Requirement::Exists("app".into()),
+            ]
+        );
+        let pod = |app: &str| json!({"metadata": {"labels": {"k8s-app": app, "app": "x"}}});
+        assert!(matches(&pod("kube-scheduler"), &parsed, &[]));
+        assert!(!matches(&pod("kube-proxy"), &parsed, &[]));
+        let not_in = selector("k8s-app notin (kube-proxy)").unwrap();
+        assert!(matches(&json!({"metadata": {}}), &not_in, &[]));
+        assert!(!matches(&pod("kube-proxy"), &not_in, &[]));
+        assert!(selector("k8s-app in kube-proxy").is_err());
     }
 }

@@ -33,6 +33,7 @@ mod writes;
 pub use api::{request, snapshot};
 pub use components::{Components, has_final_configs};
 pub use listener::run;
-pub use model::{KubeState, node_name, node_ready};
+pub use model::{KubeState, kubelet_image, node_name, node_ready};
+pub use render::pods as cluster_pods;
 pub use structs::to_struct;
 pub use talos_drain::{DrainTimes, cordon_and_drain};

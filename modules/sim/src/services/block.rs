@@ -4,9 +4,12 @@
 //! `volume_status.go` (their YAML field names and order), the partitions of
 //! `internal/app/machined/pkg/controllers/block/internal/volumes/volumeconfig/system_volumes.go`.
 //! Every simulated node has the same two disks; the volumes follow what the node has installed
-//! and configured. VolumeStatus carries its YAML spec only (no proto_spec).
+//! and configured. Both carry their proto spec too: talosctl and upstream's cluster checks decode
+//! that one (`pkg/cluster/check/nodes.go` `AllNodesDiskSizes` reads EPHEMERAL's size from it).
 
-use ferro_talos_proto::resource::block::DiskSpec;
+use ferro_talos_proto::resource::block::{
+    BlockFilesystemType, BlockVolumePhase, BlockVolumeType, DiskSpec, MountSpec, VolumeStatusSpec,
+};
 use prost::Message;
 
 use crate::state::Node;
@@ -60,32 +63,79 @@ pub fn disks() -> Vec<(String, Vec<u8>, String)> {
         .collect()
 }
 
-/// (id, YAML spec) of each system volume the node has: META once Talos is installed, STATE with a
-/// config on it, EPHEMERAL while the node runs its config.
-pub fn volumes(n: &Node) -> Vec<(String, String)> {
+/// (id, proto spec, YAML spec) of each system volume the node has: META once Talos is installed,
+/// STATE with a config on it, EPHEMERAL while the node runs its config.
+pub fn volumes(n: &Node) -> Vec<(String, Vec<u8>, String)> {
     let mut out = Vec::new();
-    let mut volume = |id: &str, index: u32, size: u64, filesystem: &str, mount: &str| {
-        let mut yaml = format!("phase: ready\ntype: partition\nlocation: /dev/sda{index}\n");
+    let mut volume = |id: &str,
+                      index: u32,
+                      size: u64,
+                      filesystem: BlockFilesystemType,
+                      mount: &str| {
+        let location = format!("/dev/sda{index}");
+        let fs_name = match filesystem {
+            BlockFilesystemType::FilesystemTypeXfs => "xfs",
+            BlockFilesystemType::FilesystemTypeVfat => "vfat",
+            BlockFilesystemType::FilesystemTypeExt4 => "ext4",
+            BlockFilesystemType::FilesystemTypeNone => "none",
+        };
+        let mut yaml = format!("phase: ready\ntype: partition\nlocation: {location}\n");
         if !mount.is_empty() {
-            yaml.push_str(&format!("mountLocation: /dev/sda{index}\n"));
+            yaml.push_str(&format!("mountLocation: {location}\n"));
         }
         yaml.push_str(&format!(
-            "partitionIndex: {index}\nparentLocation: /dev/sda\nsize: {size}\nprettySize: {}\nfilesystem: {filesystem}\n",
+            "partitionIndex: {index}\nparentLocation: /dev/sda\nsize: {size}\nprettySize: {}\nfilesystem: {fs_name}\n",
             pretty(size)
         ));
         if !mount.is_empty() {
             yaml.push_str(&format!("mountSpec:\n    targetPath: {mount}\n"));
         }
-        out.push((id.to_string(), yaml));
+        let spec = VolumeStatusSpec {
+            phase: BlockVolumePhase::VolumePhaseReady as i32,
+            location: location.clone(),
+            parent_location: "/dev/sda".into(),
+            partition_index: i64::from(index),
+            size,
+            filesystem: filesystem as i32,
+            mount_location: if mount.is_empty() {
+                String::new()
+            } else {
+                location
+            },
+            pretty_size: pretty(size),
+            mount_spec: (!mount.is_empty()).then(|| MountSpec {
+                target_path: mount.into(),
+            }),
+            r#type: BlockVolumeType::VolumeTypePartition as i32,
+        };
+        out.push((id.to_string(), spec.encode_to_vec(), yaml));
     };
     if n.installed {
-        volume("META", 4, 1_048_576, "none", "");
+        volume(
+            "META",
+            4,
+            1_048_576,
+            BlockFilesystemType::FilesystemTypeNone,
+            "",
+        );
     }
     if n.persisted.is_some() {
-        volume("STATE", 5, 104_857_600, "xfs", "/system/state");
+        volume(
+            "STATE",
+            5,
+            104_857_600,
+            BlockFilesystemType::FilesystemTypeXfs,
+            "/system/state",
+        );
     }
     if n.active.is_some() {
-        volume("EPHEMERAL", 6, 66_571_993_088, "xfs", "/var");
+        volume(
+            "EPHEMERAL",
+            6,
+            66_571_993_088,
+            BlockFilesystemType::FilesystemTypeXfs,
+            "/var",
+        );
     }
     out
 }

@@ -8,22 +8,33 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
+use ferro_talos_proto::cosi::meta::ResourceDefinitionSpec;
+use ferro_talos_proto::cosi::meta::resource_definition_spec::Sensitivity;
 use ferro_talos_proto::cosi::resource::state_server::State as CosiState;
 use ferro_talos_proto::cosi::resource::*;
 use ferro_talos_proto::resource::config::{MachineConfigSpec, MachineTypeSpec};
+use ferro_talos_proto::resource::extensions::{
+    Compatibility, Constraint, Layer, Metadata as ExtensionMetadata,
+};
 use ferro_talos_proto::resource::k8s::{
     ApiServerConfigSpec, ControllerManagerConfigSpec, ManifestSpec, NodenameSpec,
-    SchedulerConfigSpec, SingleManifest,
+    SchedulerConfigSpec, SingleManifest, StaticPodStatusSpec,
 };
 use ferro_talos_proto::resource::runtime::{
     MachineStatusSpec, MachineStatusStatus, UnmetCondition,
 };
+use ferro_talos_proto::resource::v1alpha1::ServiceSpec;
 use prost::Message;
 use tokio::sync::mpsc;
 use tonic::{Request, Response, Status};
 
 use super::block;
 use super::discovery::{self, DISCOVERY_CONFIG, DISCOVERY_CONFIG_ID};
+use super::k8s_configs::{
+    KUBELET_CONFIG, KUBELET_CONFIG_ID, KUBELET_SPEC, MANIFESTS_CONFIG, MANIFESTS_CONFIG_ID,
+    STATIC_POD_STATUS,
+};
+use super::members::MEMBERS;
 use crate::mcfg::MachineType;
 use crate::routing::{BoxStream, Ctx, Target};
 use crate::state::Shared;
@@ -37,7 +48,7 @@ const MS: (&str, &str) = ("runtime", "MachineStatuses.runtime.talos.dev");
 /// Extension statuses are numbered by install order ("0", "1", ...: upstream's
 /// `internal/app/machined/pkg/controllers/runtime/extension_status.go` at v1.13.9), so the
 /// simulator puts a system extension first and the schematic after it, as a factory image with
-/// extensions has them (yaml_spec only, no proto_spec).
+/// extensions has them.
 const EXT: (&str, &str) = ("runtime", "ExtensionStatuses.runtime.talos.dev");
 /// The kubelet's node name: the hostname, lower-cased (upstream
 /// `internal/app/machined/pkg/controllers/k8s/nodename.go` at v1.13.9); configured nodes only.
@@ -61,6 +72,16 @@ const CONTROL_PLANE_CONFIGS: &[(&str, &str)] = &[
 /// per manifest id, proto spec `ManifestSpec` of Structs; no sensitivity set, which is
 /// NonSensitive, so os:reader reads them too, bootstrap token and all).
 const MANIFESTS: (&str, &str) = ("controlplane", "Manifests.kubernetes.talos.dev");
+/// Talos's diagnostics (`pkg/machinery/resources/runtime/diagnostic.go` @ v1.13.9): warnings
+/// machined raises about the node's setup. The simulator raises none, so the list is empty, as on
+/// a healthy node (upstream's `NoDiagnostics` check then passes; a type Talos did not know would
+/// make it skip).
+const DIAGNOSTICS: (&str, &str) = ("runtime", "Diagnostics.runtime.talos.dev");
+/// machined's services as resources (`pkg/machinery/resources/v1alpha1/service.go` @ v1.13.9,
+/// written by `internal/app/machined/pkg/system/service_runner.go`): one per running service, id
+/// its name, with whether it is healthy; talosctl's `upgrade-k8s` watches the kubelet's. The
+/// package is v1alpha1 but the namespace `runtime` (`resources/v1alpha1/v1alpha1.go`).
+const SERVICES: (&str, &str) = ("runtime", "Services.v1alpha1.talos.dev");
 const NAMESPACES: &[&str] = &[
     "config",
     "runtime",
@@ -121,6 +142,13 @@ fn registered() -> Vec<(&'static str, &'static str, bool)> {
         (block::VOLUMES.0, block::VOLUMES.1, false),
         (DISCOVERY_CONFIG.0, DISCOVERY_CONFIG.1, true),
         (RD.0, RD.1, false),
+        (MEMBERS.0, MEMBERS.1, false),
+        (KUBELET_CONFIG.0, KUBELET_CONFIG.1, false),
+        (MANIFESTS_CONFIG.0, MANIFESTS_CONFIG.1, false),
+        (STATIC_POD_STATUS.0, STATIC_POD_STATUS.1, false),
+        (DIAGNOSTICS.0, DIAGNOSTICS.1, false),
+        (KUBELET_SPEC.0, KUBELET_SPEC.1, false),
+        (SERVICES.0, SERVICES.1, false),
     ];
     out.extend(
         CONTROL_PLANE_CONFIGS
@@ -153,17 +181,84 @@ fn check_access(t: &Target, ns: &str, ty: &str) -> Result<(), Status> {
     Ok(())
 }
 
-/// A resource definition's YAML spec, in the field order of cosi-project/runtime's
-/// `ResourceDefinitionSpec` (`pkg/resource/meta/spec/spec.go`), `sensitivity` left out when empty.
-/// The simulator names no aliases and no display type.
-fn definition_yaml(ns: &str, ty: &str, sensitive: bool) -> String {
+/// The aliases upstream gives a type beyond the automatic ones (each type's
+/// `ResourceDefinition()` in `pkg/machinery/resources/...` @ v1.13.9 and v1.14.1): only
+/// ExtensionStatuses has one among the types the simulator serves.
+fn user_aliases(ty: &str) -> Vec<String> {
+    match ty {
+        "ExtensionStatuses.runtime.talos.dev" => vec!["extensions".into()],
+        _ => vec![],
+    }
+}
+
+/// `pluralize.Singular` for the type names the simulator serves (…Statuses, …s).
+fn singular(name: &str) -> String {
+    match name.strip_suffix("uses") {
+        Some(stem) => format!("{stem}us"),
+        None => name.strip_suffix('s').unwrap_or(name).to_string(),
+    }
+}
+
+/// A resource definition as upstream fills it (cosi-project/runtime
+/// `pkg/resource/meta/spec/resource_definition.go` `Fill` @ v1.16.2, the same at v1.14.1): the
+/// display type is the singular of the type's name; the aliases are the user's, then the display
+/// type in lower case and the abbreviation of the name's capitals when it has more than one;
+/// all aliases are the name in lower case, with each of its suffix's leading parts, then the
+/// aliases. `talosctl get members` finds the type by these (`ResolveResourceKind` in
+/// `pkg/machinery/client/resources.go`) and decodes them from the proto spec, so a definition
+/// without one matches only by its full id. The simulator names no print columns.
+fn definition(ns: &str, ty: &str, sensitive: bool) -> (ResourceDefinitionSpec, String) {
+    let (name, suffix) = ty.split_once('.').unwrap_or((ty, ""));
+    let display = singular(name);
+    let mut aliases = user_aliases(ty);
+    aliases.push(display.to_lowercase());
+    let capitals: String = name.chars().filter(|c| c.is_uppercase()).collect();
+    if capitals.chars().count() > 1 {
+        aliases.push(capitals.to_lowercase());
+        if !capitals.ends_with('S') {
+            aliases.push(format!("{capitals}s").to_lowercase());
+        }
+    }
+    let parts: Vec<&str> = suffix.split('.').collect();
+    let mut all_aliases = vec![name.to_lowercase()];
+    for i in 1..parts.len() {
+        all_aliases.push(format!("{}.{}", name.to_lowercase(), parts[..i].join(".")));
+    }
+    all_aliases.extend(aliases.iter().cloned());
+    let list = |items: &[String]| {
+        if items.is_empty() {
+            " []\n".to_string()
+        } else {
+            let mut out = String::from("\n");
+            for i in items {
+                out.push_str(&format!("    - {i}\n"));
+            }
+            out
+        }
+    };
+    // In the field order of `ResourceDefinitionSpec`, `sensitivity` left out when empty.
     let mut yaml = format!(
-        "type: {ty}\ndisplayType: \"\"\ndefaultNamespace: {ns}\naliases: []\nallAliases: []\nprintColumns: []\n"
+        "type: {ty}\ndisplayType: {display}\ndefaultNamespace: {ns}\naliases:{}allAliases:{}printColumns: []\n",
+        list(&aliases),
+        list(&all_aliases)
     );
     if sensitive {
         yaml.push_str("sensitivity: sensitive\n");
     }
-    yaml
+    let spec = ResourceDefinitionSpec {
+        resource_type: ty.into(),
+        display_type: display,
+        default_namespace: ns.into(),
+        aliases,
+        all_aliases,
+        print_columns: vec![],
+        sensitivity: if sensitive {
+            Sensitivity::Sensitive as i32
+        } else {
+            Sensitivity::NonSensitive as i32
+        },
+    };
+    (spec, yaml)
 }
 
 /// Every resource of (ns, type) on the node, by id.
@@ -174,13 +269,14 @@ fn resources(shared: &Shared, idx: usize, ns: &str, ty: &str) -> BTreeMap<String
     if (ns, ty) == RD {
         for (def_ns, def_ty, sensitive) in registered() {
             let id = def_ty.to_lowercase();
+            let (spec, yaml_spec) = definition(def_ns, def_ty, sensitive);
             out.insert(
                 id.clone(),
                 Resource {
                     metadata: Some(meta(ns, ty, &id, 1, n.config_updated)),
                     spec: Some(Spec {
-                        proto_spec: vec![],
-                        yaml_spec: definition_yaml(def_ns, def_ty, sensitive),
+                        proto_spec: spec.encode_to_vec(),
+                        yaml_spec,
                     }),
                 },
             );
@@ -407,6 +503,112 @@ fn resources(shared: &Shared, idx: usize, ns: &str, ty: &str) -> BTreeMap<String
                 },
             );
         }
+    } else if (ns, ty) == KUBELET_CONFIG
+        && let Some(spec) = super::k8s_configs::kubelet(n)
+    {
+        out.insert(
+            KUBELET_CONFIG_ID.into(),
+            Resource {
+                metadata: Some(meta(
+                    ns,
+                    ty,
+                    KUBELET_CONFIG_ID,
+                    n.config_version,
+                    n.config_updated,
+                )),
+                spec: Some(Spec {
+                    yaml_spec: super::k8s_configs::kubelet_yaml(&spec),
+                    proto_spec: spec.encode_to_vec(),
+                }),
+            },
+        );
+    } else if (ns, ty) == MANIFESTS_CONFIG
+        && let Some(spec) = super::k8s_configs::manifests(n)
+    {
+        out.insert(
+            MANIFESTS_CONFIG_ID.into(),
+            Resource {
+                metadata: Some(meta(
+                    ns,
+                    ty,
+                    MANIFESTS_CONFIG_ID,
+                    n.config_version,
+                    n.config_updated,
+                )),
+                spec: Some(Spec {
+                    yaml_spec: super::k8s_configs::manifests_yaml(&spec),
+                    proto_spec: spec.encode_to_vec(),
+                }),
+            },
+        );
+    } else if (ns, ty) == KUBELET_SPEC
+        && let Some((spec, yaml_spec)) = super::k8s_configs::kubelet_spec(n)
+    {
+        out.insert(
+            "kubelet".into(),
+            Resource {
+                metadata: Some(meta(ns, ty, "kubelet", n.config_version, n.config_updated)),
+                spec: Some(Spec {
+                    proto_spec: spec.encode_to_vec(),
+                    yaml_spec,
+                }),
+            },
+        );
+    } else if (ns, ty) == SERVICES {
+        for (name, state, healthy, _) in super::machine::service_states(&st, idx) {
+            if state != "Running" {
+                continue;
+            }
+            let spec = ServiceSpec {
+                running: true,
+                healthy: healthy == Some(true),
+                unknown: healthy.is_none(),
+            };
+            out.insert(
+                name.into(),
+                Resource {
+                    metadata: Some(meta(ns, ty, name, n.generation, n.config_updated)),
+                    spec: Some(Spec {
+                        proto_spec: spec.encode_to_vec(),
+                        yaml_spec: format!(
+                            "running: true\nhealthy: {}\nunknown: {}\n",
+                            spec.healthy, spec.unknown
+                        ),
+                    }),
+                },
+            );
+        }
+    } else if (ns, ty) == STATIC_POD_STATUS {
+        for (id, status) in super::k8s_configs::static_pods(&st, idx) {
+            let spec = StaticPodStatusSpec {
+                pod_status: Some(crate::kube::to_struct(&status)),
+            };
+            let yaml_spec = serde_saphyr::to_string(&serde_json::json!({ "podStatus": status }))
+                .unwrap_or_default();
+            out.insert(
+                id.clone(),
+                Resource {
+                    metadata: Some(meta(ns, ty, &id, n.generation, n.config_updated)),
+                    spec: Some(Spec {
+                        proto_spec: spec.encode_to_vec(),
+                        yaml_spec,
+                    }),
+                },
+            );
+        }
+    } else if (ns, ty) == MEMBERS {
+        for (id, (spec, yaml_spec)) in super::members::members(&st, idx) {
+            out.insert(
+                id.clone(),
+                Resource {
+                    metadata: Some(meta(ns, ty, &id, n.config_version, n.config_updated)),
+                    spec: Some(Spec {
+                        proto_spec: spec.encode_to_vec(),
+                        yaml_spec,
+                    }),
+                },
+            );
+        }
     } else if (ns, ty) == block::DISKS {
         for (id, proto_spec, yaml_spec) in block::disks() {
             let m = meta(ns, ty, &id, 1, n.config_updated);
@@ -422,14 +624,14 @@ fn resources(shared: &Shared, idx: usize, ns: &str, ty: &str) -> BTreeMap<String
             );
         }
     } else if (ns, ty) == block::VOLUMES {
-        for (id, yaml_spec) in block::volumes(n) {
+        for (id, proto_spec, yaml_spec) in block::volumes(n) {
             let m = meta(ns, ty, &id, n.generation, n.config_updated);
             out.insert(
                 id,
                 Resource {
                     metadata: Some(m),
                     spec: Some(Spec {
-                        proto_spec: vec![],
+                        proto_spec,
                         yaml_spec,
                     }),
                 },
@@ -438,21 +640,48 @@ fn resources(shared: &Shared, idx: usize, ns: &str, ty: &str) -> BTreeMap<String
     } else if (ns, ty) == EXT
         && let Some(schematic) = &n.schematic
     {
+        // Each with its proto spec too: talosctl decodes ExtensionStatusSpec (upstream's
+        // `extensions.Layer`, `pkg/machinery/resources/runtime/extension_status.go`) from it and
+        // shows an empty spec without one.
+        let layer = |image: &str,
+                     name: &str,
+                     version: &str,
+                     author: &str,
+                     description: &str,
+                     talos: Option<&str>| Layer {
+            image: image.into(),
+            metadata: Some(ExtensionMetadata {
+                name: name.into(),
+                version: version.into(),
+                author: author.into(),
+                description: description.into(),
+                compatibility: talos.map(|v| Compatibility {
+                    talos: Some(Constraint { version: v.into() }),
+                }),
+                extra_info: String::new(),
+            }),
+        };
         let extensions = [
-            "image: 000.sqsh\nmetadata:\n    name: iscsi-tools\n    version: v0.2.0\n    author: Sidero Labs\n    description: open-iscsi tools\n    compatibility:\n        talos:\n            version: '>= v1.13.0'\n"
-                .to_string(),
-            format!(
-                "image: 001.sqsh\nmetadata:\n    name: schematic\n    version: {schematic}\n    description: Image Factory schematic\n"
+            (
+                layer("000.sqsh", "iscsi-tools", "v0.2.0", "Sidero Labs", "open-iscsi tools", Some(">= v1.13.0")),
+                "image: 000.sqsh\nmetadata:\n    name: iscsi-tools\n    version: v0.2.0\n    author: Sidero Labs\n    description: open-iscsi tools\n    compatibility:\n        talos:\n            version: '>= v1.13.0'\n"
+                    .to_string(),
+            ),
+            (
+                layer("001.sqsh", "schematic", schematic, "", "Image Factory schematic", None),
+                format!(
+                    "image: 001.sqsh\nmetadata:\n    name: schematic\n    version: {schematic}\n    description: Image Factory schematic\n"
+                ),
             ),
         ];
-        for (index, yaml) in extensions.into_iter().enumerate() {
+        for (index, (spec, yaml)) in extensions.into_iter().enumerate() {
             let id = index.to_string();
             out.insert(
                 id.clone(),
                 Resource {
                     metadata: Some(meta(ns, ty, &id, n.generation, n.config_updated)),
                     spec: Some(Spec {
-                        proto_spec: vec![],
+                        proto_spec: spec.encode_to_vec(),
                         yaml_spec: yaml,
                     }),
                 },
@@ -550,10 +779,18 @@ impl CosiState for Cosi {
             if let Some(id) = &r.id {
                 let first = match seen.get(id) {
                     Some(res) => event(res.clone(), EventType::Created, None),
+                    // A tombstone, as upstream's server sends it (cosi-project/runtime
+                    // `pkg/state/impl/inmem/collection.go` Watch, `pkg/resource/protobuf`
+                    // `FromResource` and `Marshal` @ v1.16.2): version undefined and an empty
+                    // spec, which is present all the same; a client's decoder refuses a
+                    // resource without one ("spec is missing").
                     None => event(
                         Resource {
-                            metadata: Some(meta(&r.namespace, &r.r#type, id, 0, SystemTime::now())),
-                            spec: None,
+                            metadata: Some(Metadata {
+                                version: "undefined".into(),
+                                ..meta(&r.namespace, &r.r#type, id, 0, SystemTime::now())
+                            }),
+                            spec: Some(Spec::default()),
                         },
                         EventType::Destroyed,
                         None,

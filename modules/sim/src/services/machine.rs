@@ -158,6 +158,52 @@ fn kubeconfig(shared: &Shared, t: &Target) -> Result<Vec<u8>, Status> {
     Ok(archive)
 }
 
+/// Each service of node `idx`: (id, state, health, last event's message). The ServiceList
+/// answer and the `v1alpha1/Services.v1alpha1.talos.dev` resources both come from this.
+pub fn service_states(
+    st: &crate::state::State,
+    idx: usize,
+) -> Vec<(&'static str, &'static str, Option<bool>, String)> {
+    let n = &st.nodes[idx];
+    let ok = |s: &'static str| {
+        (
+            s,
+            "Running",
+            Some(true),
+            "Health check successful".to_string(),
+        )
+    };
+    if n.maintenance() {
+        return ["apid", "containerd", "machined"]
+            .into_iter()
+            .map(ok)
+            .collect();
+    }
+    services_for(n.is_control_plane())
+        .into_iter()
+        .map(|s| match s {
+            // The upgrade sequence's stopServices phase spares only these.
+            "apid" | "containerd" | "machined" if n.services_stopped => ok(s),
+            _ if n.services_stopped => {
+                (s, "Finished", None, "Service finished successfully".into())
+            }
+            "etcd" if n.etcd_failed.is_some() => {
+                (s, "Failed", None, n.etcd_failed.clone().unwrap_or_default())
+            }
+            "etcd" if n.etcd_left => (s, "Finished", None, "Service finished successfully".into()),
+            "etcd" if n.faults.etcd_down => (
+                s,
+                "Running",
+                Some(false),
+                "Health check failed: context deadline exceeded".into(),
+            ),
+            "etcd" if n.etcd_data && st.etcd.is_some() => ok(s),
+            "etcd" => (s, "Preparing", None, "Running pre state".into()),
+            _ => ok(s),
+        })
+        .collect()
+}
+
 fn service_info(
     id: &str,
     state: &str,
@@ -811,73 +857,10 @@ impl MachineService for Machine {
                 let st = shared.lock();
                 let n = &st.nodes[t.idx];
                 let at = n.config_updated;
-                let services = if n.maintenance() {
-                    ["apid", "containerd", "machined"]
-                        .iter()
-                        .map(|s| {
-                            service_info(s, "Running", Some(true), "Health check successful", at)
-                        })
-                        .collect()
-                } else {
-                    services_for(n.is_control_plane())
-                        .into_iter()
-                        .map(|s| match s {
-                            // The upgrade sequence's stopServices phase spares only these.
-                            "apid" | "containerd" | "machined" if n.services_stopped => {
-                                service_info(
-                                    s,
-                                    "Running",
-                                    Some(true),
-                                    "Health check successful",
-                                    at,
-                                )
-                            }
-                            _ if n.services_stopped => service_info(
-                                s,
-                                "Finished",
-                                None,
-                                "Service finished successfully",
-                                at,
-                            ),
-                            "etcd" if n.etcd_failed.is_some() => service_info(
-                                s,
-                                "Failed",
-                                None,
-                                n.etcd_failed.as_deref().unwrap_or_default(),
-                                at,
-                            ),
-                            "etcd" if n.etcd_left => service_info(
-                                s,
-                                "Finished",
-                                None,
-                                "Service finished successfully",
-                                at,
-                            ),
-                            "etcd" if n.faults.etcd_down => service_info(
-                                s,
-                                "Running",
-                                Some(false),
-                                "Health check failed: context deadline exceeded",
-                                at,
-                            ),
-                            "etcd" if n.etcd_data && st.etcd.is_some() => service_info(
-                                s,
-                                "Running",
-                                Some(true),
-                                "Health check successful",
-                                at,
-                            ),
-                            "etcd" => service_info(s, "Preparing", None, "Running pre state", at),
-                            _ => service_info(
-                                s,
-                                "Running",
-                                Some(true),
-                                "Health check successful",
-                                at,
-                            ),
-                        })
-                        .collect()
-                };
+                let services = service_states(&st, t.idx)
+                    .into_iter()
+                    .map(|(name, state, healthy, msg)| service_info(name, state, healthy, &msg, at))
+                    .collect();
                 one(ServiceList {
                     metadata: None,
                     services,

@@ -5,8 +5,10 @@ pub mod cluster;
 pub mod cosi;
 pub mod discovery;
 pub mod image;
+pub mod k8s_configs;
 pub mod lifecycle;
 pub mod machine;
+pub mod members;
 
 use ferro_talos_proto::cluster::cluster_service_server::ClusterServiceServer;
 use ferro_talos_proto::cosi::resource::state_server::StateServer;
