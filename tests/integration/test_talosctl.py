@@ -450,11 +450,6 @@ def test_reboot_waits_until_the_node_is_back(talosctl_binaries, version, ops):
 UPGRADES = {"v1.13.9": ("controlplane", f"{GHCR}:v1.13.7"), "v1.14.1": ("worker", f"{FACTORY_1_14}:v1.14.1")}
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "open divergence: the upgrade itself passes (LifecycleService Upgrade streams the installer's progress "
-    "and exit code 0), then talosctl's default --drain deletes the CoreDNS pod (talos-sim's discovery names "
-    "no pods/eviction subresource) and waits for it to go, and it never does against talos-sim's Kubernetes "
-    "API, so the command times out before the reboot"))
 def test_upgrade_moves_the_node_to_the_installers_release(talosctl_binaries, version, ops):
     ctl = Talosctl(talosctl_binaries[version], version, ops["talosconfig"])
     cps, workers = ops_nodes(ops)
@@ -462,7 +457,8 @@ def test_upgrade_moves_the_node_to_the_installers_release(talosctl_binaries, ver
     target = image.rsplit(":", 1)[1]
     node = cps[0] if role == "controlplane" else workers[0]
     before = node_state(ops["sim"], node)
-    # talosctl's default drain, with a shorter drain timeout than its 5 minutes.
+    # talosctl's default drain (kubectl's: it evicts through the policy/v1 subresource the API
+    # discovery names), with a shorter drain timeout than its 5 minutes.
     ctl.run("upgrade", "--image", image, "--drain-timeout", "30s", "--timeout", "3m", nodes=[node], timeout=300)
     after = node_state(ops["sim"], node)
     assert after["version"] == target and after["boot_id"] != before["boot_id"], after

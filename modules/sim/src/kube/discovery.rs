@@ -43,7 +43,14 @@ pub fn resource_list(store: &ObjectStore, group: &str, version: &str) -> Option<
     {
         resources.push(resource(r));
         if r.kind == "Pod" {
-            resources.push(subresource(r, "eviction", "Eviction", &["create"]));
+            // The API server names the group and version an eviction is posted in; kubectl's
+            // drain (and Talos's, which is kubectl's: go-kubernetes nodedrain) evicts only when
+            // they are there, and deletes the pods otherwise (`CheckEvictionSupport`,
+            // k8s.io/kubectl pkg/drain/drain.go @ v0.37.0). Found by talosctl's upgrade drain.
+            let mut eviction = subresource(r, "eviction", "Eviction", &["create"]);
+            eviction["group"] = json!("policy");
+            eviction["version"] = json!("v1");
+            resources.push(eviction);
         }
         if matches!(r.kind.as_str(), "DaemonSet" | "Deployment") {
             resources.push(subresource(r, "status", &r.kind, &["get"]));
@@ -132,6 +139,16 @@ mod tests {
         ] {
             assert!(names.contains(&n), "{n} in {names:?}");
         }
+        let eviction = core["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == "pods/eviction")
+            .unwrap();
+        assert_eq!(
+            (&eviction["group"], &eviction["version"]),
+            (&json!("policy"), &json!("v1"))
+        );
         let apps = resource_list(&store, "apps", "v1").unwrap();
         let ds = &apps["resources"][0];
         assert_eq!(
