@@ -13,6 +13,7 @@ use serde_json::Value;
 use crate::document::DocId;
 use crate::encode::{F, Shape};
 use crate::fields;
+use ferro_talos_secrets::yaml::YAML_1_1_BOOLS;
 
 /// A key Talos's decoder has no field for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -190,12 +191,8 @@ fn node_name(v: &Value) -> String {
     }
 }
 
-/// YAML 1.1's booleans, which go-yaml v4 still takes into a Go bool (tests/oracle at v1.13.9:
-/// `wipe: yes` loads, `wipe: 'true'` does not; our parser reads both as strings).
-const YAML_1_1_BOOLS: &[&str] = &[
-    "y", "Y", "yes", "Yes", "YES", "on", "On", "ON", "n", "N", "no", "No", "NO", "off", "Off",
-    "OFF",
-];
+// YAML 1.1's booleans go-yaml v4 still takes into a Go bool (tests/oracle at v1.13.9: `wipe: yes`
+// loads, `wipe: 'true'` does not; our parser reads both as strings): YAML_1_1_BOOLS.
 
 /// What a value of this shape must be, when what is there is not that.
 fn wrong_type(shape: Shape, v: &Value) -> Option<&'static str> {

@@ -82,12 +82,14 @@ pub fn string_style(s: &str) -> Style {
 /// (`internal/libyaml/representer.go` stringv: `isBase60Float || isOldBool || looksLikeMerge`).
 /// v4.0.0-rc.4 (Talos 1.13.9's) double-quotes them like any other non-plain string.
 pub fn quoted_for_yaml_1_1(s: &str) -> bool {
-    const OLD_BOOLS: &[&str] = &[
-        "y", "Y", "yes", "Yes", "YES", "on", "On", "ON", "n", "N", "no", "No", "NO", "off", "Off",
-        "OFF",
-    ];
-    OLD_BOOLS.contains(&s) || s == "<<" || is_base60_float(s)
+    YAML_1_1_BOOLS.contains(&s) || s == "<<" || is_base60_float(s)
 }
+
+/// YAML 1.1's booleans, strings in YAML 1.2 (go-yaml's `isOldBool`).
+pub const YAML_1_1_BOOLS: &[&str] = &[
+    "y", "Y", "yes", "Yes", "YES", "on", "On", "ON", "n", "N", "no", "No", "NO", "off", "Off",
+    "OFF",
+];
 
 /// The style go-yaml gives a ready `!!str` node with no style of its own (what Talos's
 /// `ArgValue.MarshalYAML` returns), which skips the representer: text with a line feed is a block
