@@ -2,12 +2,14 @@
 
 use ferro_talos_config::MachineConfig;
 use ferro_talos_config::contract::Contract;
-use ferro_talos_config::generate::{Cni, GenerateOptions, MachineType};
+use ferro_talos_config::generate::{GenerateOptions, MachineType};
 use ferro_talos_config::normalize::Rules;
 use ferro_talos_config::patch::Patch;
 use ferro_talos_secrets::{Bundle, bundle};
 use serde_json::Value;
-use std::collections::BTreeMap;
+
+mod stability;
+use stability::{base, overrides};
 
 fn fixture(version: &str, name: &str) -> String {
     ferro_talos_fixtures::read(&format!("{version}/{name}"))
@@ -52,31 +54,6 @@ fn stability_bundle() -> Bundle {
             os: pair("os"),
         },
     }
-}
-
-fn base(contract: Contract, machine_type: MachineType) -> GenerateOptions {
-    let mut o = GenerateOptions::new(contract, machine_type, "base", "https://base:6443");
-    o.kubernetes_version = "1.28.0".into();
-    o.install_disk = None;
-    o.install_image = None;
-    o
-}
-
-fn overrides(contract: Contract, machine_type: MachineType) -> GenerateOptions {
-    let mut o = base(contract, machine_type);
-    o.additional_sans = vec!["foo".into(), "bar".into()];
-    o.allow_scheduling_on_control_planes = true;
-    o.dns_domain = "example.com".into();
-    o.install_disk = Some("/dev/vda".into());
-    o.install_extra_kernel_args = vec!["foo=bar".into(), "bar=baz".into()];
-    o.local_api_server_port = Some(5443);
-    o.sysctls = BTreeMap::from([("foo".to_string(), "bar".to_string())]);
-    o.cni = Some(Cni {
-        name: "custom".into(),
-        urls: vec!["https://example.com/cni.yaml".into()],
-    });
-    o.registry_mirrors = vec![("ghcr.io".into(), "https://ghcr.io.my-mirror.com".into())];
-    o
 }
 
 fn assert_same(got: &str, want: &str, what: &str) {

@@ -9,35 +9,13 @@
 use ferro_talos_config::MachineConfig;
 use ferro_talos_config::adopt::bundle_from_config;
 use ferro_talos_config::contract::Contract;
-use ferro_talos_config::generate::{Cni, GenerateOptions, MachineType};
+use ferro_talos_config::generate::MachineType;
 use ferro_talos_config::normalize::Rules;
 use ferro_talos_config::patch::Patch;
 use ferro_talos_oracle::{Release, machinery_source};
-use std::collections::BTreeMap;
-use std::path::Path;
 
-fn options(contract: Contract, machine_type: MachineType, overrides: bool) -> GenerateOptions {
-    let mut o = GenerateOptions::new(contract, machine_type, "base", "https://base:6443");
-    o.kubernetes_version = "1.28.0".into();
-    o.install_disk = None;
-    o.install_image = None;
-    if overrides {
-        // The stability test's "with overrides" input.
-        o.additional_sans = vec!["foo".into(), "bar".into()];
-        o.allow_scheduling_on_control_planes = true;
-        o.dns_domain = "example.com".into();
-        o.install_disk = Some("/dev/vda".into());
-        o.install_extra_kernel_args = vec!["foo=bar".into(), "bar=baz".into()];
-        o.local_api_server_port = Some(5443);
-        o.sysctls = BTreeMap::from([("foo".to_string(), "bar".to_string())]);
-        o.cni = Some(Cni {
-            name: "custom".into(),
-            urls: vec!["https://example.com/cni.yaml".into()],
-        });
-        o.registry_mirrors = vec![("ghcr.io".into(), "https://ghcr.io.my-mirror.com".into())];
-    }
-    o
-}
+mod stability;
+use std::path::Path;
 
 fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
@@ -79,11 +57,12 @@ fn renders_match_upstreams_own_golden_configs_at_both_releases() {
                         machine_type.as_str()
                     );
                     let golden = read(&dir.join(&name));
-                    let mut cfg = MachineConfig::generate(
-                        &bundle,
-                        &options(contract, machine_type, overrides),
-                    )
-                    .unwrap();
+                    let opts = if overrides {
+                        stability::overrides(contract, machine_type)
+                    } else {
+                        stability::base(contract, machine_type)
+                    };
+                    let mut cfg = MachineConfig::generate(&bundle, &opts).unwrap();
                     if overrides {
                         cfg.apply_patches(std::slice::from_ref(&patch)).unwrap();
                     }
