@@ -277,6 +277,18 @@ const V1ALPHA1_CASES: &[Case] = &[
         None,
     ),
     case(
+        "a registry mirror given as null",
+        "    certSANs: []\n",
+        "    certSANs: []\n    registries:\n        mirrors:\n            docker.io: null\n",
+        Some("docker.io"),
+    ),
+    case(
+        "a null in a list of objects",
+        "    certSANs: []\n",
+        "    certSANs: []\n    files:\n        - null\n",
+        None,
+    ),
+    case(
         "time servers as a string",
         "    certSANs: []\n",
         "    time:\n        servers: pool.ntp.org\n    certSANs: []\n",
@@ -295,6 +307,14 @@ const V1ALPHA1_CASES: &[Case] = &[
 /// no 1.14 conflict reaches the node; modules/config/src/validate.rs `check_conflicts`). talos-sim
 /// judges the bytes as received, as a node does.
 const SENT_AS_ENCODED: &[&str] = &["empty node labels beside KubeNodeConfig"];
+
+/// Refusals talos_config does not make yet (open, in docs/talos-fidelity.md): a null entry where
+/// Talos decodes a nil pointer into a list or map (`CheckNullElements` @ v1.14.1; at v1.13.9 only
+/// the registries' `is null` check). talos-sim makes them; its verdicts are still compared here.
+const OPEN_IN_TALOS_CONFIG: &[&str] = &[
+    "a registry mirror given as null",
+    "a null in a list of objects",
+];
 
 fn render(bundle: &Bundle, contract: Contract, machine_type: MachineType) -> String {
     let o = GenerateOptions::new(contract, machine_type, "c", "https://c:6443");
@@ -391,7 +411,10 @@ fn the_collection_the_simulator_and_upstream_agree_on_every_config() {
                         Err(_) => refused += 1,
                     }
                     for (who, verdict) in [("talos_config", &ours), ("talos-sim", &sims)] {
-                        if who == "talos_config" && SENT_AS_ENCODED.contains(&c.name) {
+                        if who == "talos_config"
+                            && (SENT_AS_ENCODED.contains(&c.name)
+                                || OPEN_IN_TALOS_CONFIG.contains(&c.name))
+                        {
                             continue;
                         }
                         if verdict.is_ok() != theirs.is_ok() {

@@ -14,6 +14,7 @@
 //! `container.go` a second v1alpha1 document.
 
 mod node;
+mod null_elements;
 mod resolve;
 mod table;
 mod typed;
@@ -51,7 +52,7 @@ pub fn decode(text: &str, release: Release) -> Result<Vec<Value>, String> {
                 id.api_version, id.kind, id.name, mapping.line
             ));
         }
-        let go_type = decode_document(table, mapping).map_err(|e| {
+        let go_type = decode_document(table, release, mapping).map_err(|e| {
             format!(
                 "error decoding document {}/{}/{} (line {}): {e}",
                 id.api_version, id.kind, id.name, mapping.line
@@ -142,7 +143,11 @@ fn scalar_text(v: &Node, what: &str) -> Result<String, String> {
 }
 
 /// Decodes one document; answers the Go type it decoded into.
-fn decode_document<'t>(table: &'t table::Table, doc: &Node) -> Result<&'t str, String> {
+fn decode_document<'t>(
+    table: &'t table::Table,
+    release: Release,
+    doc: &Node,
+) -> Result<&'t str, String> {
     let go_type = route(table, doc)?;
     typed::check(table, go_type, doc).map_err(|e| {
         let kind = doc.get("kind").and_then(Node::scalar).unwrap_or("");
@@ -151,10 +156,13 @@ fn decode_document<'t>(table: &'t table::Table, doc: &Node) -> Result<&'t str, S
             .map_or(go_type, |n| n.reflect_name.as_str());
         format!("error decoding {kind} to *{printed}: {}", e.message())
     })?;
-    match unknown::check(table, go_type, doc)? {
-        None => Ok(go_type),
-        Some(report) => Err(report),
+    if let Some(report) = unknown::check(table, go_type, doc)? {
+        return Err(report);
     }
+    if release == Release::V1_14 {
+        null_elements::check(table, go_type, doc)?;
+    }
+    Ok(go_type)
 }
 
 /// The document as the rest of the simulator reads it. Plain scalars become what go-yaml

@@ -294,3 +294,24 @@ fn full_value(table: &table::Table, ty: &table::GoType, depth: usize) -> Value {
         },
     }
 }
+
+/// Talos 1.14's loader refuses a null where a list or map of pointers would get a nil entry,
+/// naming every place; a null struct field is still fine, and 1.13 decodes all of it
+/// (`xyaml.CheckNullElements`, called by configloader/internal/decoder/decoder.go @ v1.14.1;
+/// the texts as the oracle, tests/oracle, gives them).
+#[test]
+fn a_null_element_is_refused_from_1_14_only() {
+    let text = "version: v1alpha1\nmachine:\n  type: worker\n  files:\n    - null\n  registries:\n    mirrors:\n      docker.io: null\n  kubelet: null\n";
+    assert_eq!(
+        err(text, Release::V1_14),
+        "error decoding document /v1alpha1/ (line 1): null value is not allowed at \"machine.files[0]\" (line 5)\nnull value is not allowed at \"machine.registries.mirrors.docker.io\" (line 8)"
+    );
+    assert!(decode(text, Release::V1_13).is_ok());
+    assert!(
+        decode(
+            "version: v1alpha1\nmachine:\n  type: worker\n  kubelet: null\n",
+            Release::V1_14
+        )
+        .is_ok()
+    );
+}
