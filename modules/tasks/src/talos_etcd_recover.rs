@@ -131,8 +131,15 @@ fn check_snapshot(
 }
 
 /// A size for messages: `256.0 MiB`.
-fn mib(bytes: u64) -> String {
-    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
+/// A size as a person reads it: a fresh cluster's snapshot is a few hundred KiB, which "0.0 MiB"
+/// would hide.
+fn size_text(bytes: u64) -> String {
+    const MIB: u64 = 1024 * 1024;
+    if bytes < MIB {
+        format!("{} KiB", bytes.div_ceil(1024))
+    } else {
+        format!("{:.1} MiB", bytes as f64 / MIB as f64)
+    }
 }
 
 pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
@@ -339,9 +346,9 @@ fn upload_failed(
          the wait together), or run the task where the link to the node is faster; nothing was \
          bootstrapped, and the next run uploads the snapshot again",
         target.node,
-        mib(size),
+        size_text(size),
         deadline.timeout.as_secs(),
-        mib(read),
+        size_text(read),
     ))
     .with("node", target.node.clone())
 }
