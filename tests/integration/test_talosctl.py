@@ -205,7 +205,14 @@ def test_get_members_decodes_every_member_of_the_cluster(ctl, shared):
 def test_get_machinestatus(ctl, shared):
     cps, workers = roles(shared)
     for address in cps + workers:
-        [status] = ctl.get("machinestatus", nodes=[address])
+        # Right after the converge a node's kubelet may not have reported Ready yet (Talos then
+        # says so in unmetConditions, as talos-sim does here): wait for it, as `talosctl health` would.
+        deadline = time.monotonic() + 60
+        while True:
+            [status] = ctl.get("machinestatus", nodes=[address])
+            if status["spec"].get("status", {}).get("ready") or time.monotonic() > deadline:
+                break
+            time.sleep(1)
         assert status["metadata"]["id"] == "machine" and status["metadata"]["namespace"] == "runtime"
         assert status["spec"]["stage"] == "running", status
         assert status["spec"]["status"]["ready"] is True, status
