@@ -97,6 +97,12 @@ pub fn schedule_try_rollback(shared: &Arc<Shared>, idx: usize, token: u64, after
     });
 }
 
+/// `CancelConfigRollbackTimeout`: a pending TRY rollback no longer happens.
+fn cancel_try_rollback(st: &mut State, idx: usize) {
+    st.nodes[idx].try_token += 1;
+    st.nodes[idx].try_rollback_at = None;
+}
+
 pub fn apply(
     shared: &Arc<Shared>,
     t: &Target,
@@ -129,9 +135,12 @@ pub fn apply(
             req.mode
         )));
     };
-    if mode != Mode::Try {
-        st.nodes[idx].try_token += 1;
-        st.nodes[idx].try_rollback_at = None;
+    // Any mode but TRY cancels a pending TRY rollback: 1.13.9 before it decodes the config, 1.14.1
+    // only once the config validated and not on a dry run (`ApplyConfiguration` in
+    // v1alpha1_server.go at v1.13.9 and v1.14.1).
+    let cancels_try = mode != Mode::Try;
+    if cancels_try && !v14 {
+        cancel_try_rollback(&mut st, idx);
     }
     let new = StoredConfig::parse(&req.data, release).map_err(Status::invalid_argument)?;
     if let Some(reason) = reject {
@@ -199,6 +208,10 @@ pub fn apply(
                 "Dry run summary:\n{base} (skipped in dry-run).\nConfig diff:\n\n{diff}"
             ),
         });
+    }
+
+    if cancels_try && v14 {
+        cancel_try_rollback(&mut st, idx);
     }
 
     let mut details = format!("{base}{reboot_suffix}");

@@ -1144,6 +1144,73 @@ async fn try_mode_reverts_after_the_timeout() {
     cluster.shutdown().await;
 }
 
+/// A dry run or a refused apply in another mode cancels a pending TRY rollback on 1.13.9 (the
+/// cancel comes before the config is decoded) and not on 1.14.1 (it comes after validation and
+/// after the dry-run answer): `ApplyConfiguration` in v1alpha1_server.go at both tags.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_cancels_a_pending_try_rollback_depends_on_the_release() {
+    for (release, cancelled) in [("v1.13.9", true), ("v1.14.1", false)] {
+        let mut cfg = config(1, 0);
+        cfg.node_versions.insert(0, release.into());
+        let cluster = ferro_talos_sim::Cluster::start(cfg).await.unwrap();
+        configure(&cluster, 0, &CP).await;
+        let ch = channel(cluster.endpoint(0).unwrap(), admin())
+            .await
+            .unwrap();
+        let mut m = MachineServiceClient::new(ch.clone());
+        let live = CP.replace("certSANs: []", "certSANs:\n        - 10.0.0.1");
+        let mut tried = apply_req(&live, Mode::Try, false);
+        tried.try_mode_timeout = Some(prost_types::Duration {
+            seconds: 1,
+            nanos: 0,
+        });
+        m.apply_configuration(tried).await.unwrap();
+        // A dry run of the config that was running before, then a config that fails validation.
+        m.apply_configuration(apply_req(&CP, Mode::NoReboot, true))
+            .await
+            .unwrap();
+        let invalid = CP.replacen("\npersist: true\n", "\npersist: false\n", 1);
+        let refused = m
+            .apply_configuration(apply_req(&invalid, Mode::NoReboot, false))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            refused.code(),
+            Code::InvalidArgument,
+            "{release}: {refused:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(1600)).await;
+        let running = MachineConfigSpec::decode(
+            StateClient::new(ch)
+                .get(GetRequest {
+                    namespace: "config".into(),
+                    r#type: "MachineConfigs.config.talos.dev".into(),
+                    id: "v1alpha1".into(),
+                    options: None,
+                })
+                .await
+                .unwrap()
+                .into_inner()
+                .resource
+                .unwrap()
+                .spec
+                .unwrap()
+                .proto_spec
+                .as_slice(),
+        )
+        .unwrap()
+        .yaml_marshalled;
+        let expected = if cancelled { &live } else { &CP.to_string() };
+        assert_eq!(
+            String::from_utf8(running).unwrap(),
+            *expected,
+            "{release}: the tried config should {}",
+            if cancelled { "stay" } else { "be rolled back" }
+        );
+        cluster.shutdown().await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn worker_configured_before_any_control_plane_gets_a_signed_cert_later() {
     let cluster = start(1, 1).await;
