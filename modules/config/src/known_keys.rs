@@ -451,4 +451,14 @@ mod tests {
         assert_eq!(check_document(&doc(ok)), Ok(()));
         assert!(check_document(&doc("machine:\n  acceptedCAs:\n    - cert: Zm9v\n")).is_err());
     }
+
+    /// Keys Talos 1.14.1 added after v1.14.0-rc.1: `security.machinedAccess` of a ContainerConfig
+    /// (`pkg/machinery/config/types/container/security.go` @ v1.14.1).
+    #[test]
+    fn keys_new_in_the_1_14_ga_are_known() {
+        let container = "apiVersion: v1alpha1\nkind: ContainerConfig\nname: probe\nimage: x\nsecurity:\n  machinedAccess: true\n";
+        assert_eq!(check_document(&doc(container)), Ok(()));
+        let typo = container.replace("machinedAccess", "machinedAcess");
+        assert!(check_document(&doc(&typo)).is_err());
+    }
 }

@@ -4,9 +4,13 @@
 Usage (from the repository root):
 
     python3 modules/sim/tools/gen_upstream_types.py MIRROR TAG > modules/sim/src/decode/config-types-TAG.json
+    python3 modules/sim/tools/gen_upstream_types.py --module DIR TAG > modules/sim/src/decode/config-types-TAG.json
 
 MIRROR is a (bare) git clone of siderolabs/talos, TAG a tag in it.  Nothing is
-checked out: files are read with `git show TAG:PATH`.
+checked out: files are read with `git show TAG:PATH`.  With --module, DIR is
+the module github.com/siderolabs/talos/pkg/machinery at TAG as the Go module
+cache holds it (`go mod download github.com/siderolabs/talos/pkg/machinery@TAG`),
+for releases the git snapshot lacks; only machinery's own files are read.
 
 Why this exists: talos-sim must reject machine configs exactly where real Talos
 does.  Real Talos decodes every YAML document into a Go struct picked from its
@@ -25,6 +29,7 @@ function bodies to find `registry.Register` calls); it is not a Go compiler.
 """
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -114,6 +119,35 @@ class Repo:
 
     def show(self, path):
         return self.git("show", f"{self.tag}:{path}")
+
+
+class ModuleDir:
+    """The machinery module unpacked in the Go module cache, read as if it were
+    pkg/machinery/ of the talos repository at `tag`."""
+
+    PREFIX = "pkg/machinery/"
+
+    def __init__(self, path, tag):
+        self.path, self.tag = path, tag
+        self._files = None
+
+    def files(self):
+        if self._files is None:
+            found = []
+            for root, _dirs, names in os.walk(self.path):
+                rel = os.path.relpath(root, self.path)
+                for name in names:
+                    found.append(self.PREFIX + os.path.normpath(os.path.join(rel, name)))
+            self._files = sorted(found)
+        return self._files
+
+    package_files = Repo.package_files
+
+    def show(self, path):
+        if not path.startswith(self.PREFIX):
+            raise KeyError(f"{path} is outside pkg/machinery: not in the module")
+        with open(os.path.join(self.path, path[len(self.PREFIX):]), encoding="utf-8") as f:
+            return f.read()
 
 
 # ---------------------------------------------------------------------------
@@ -1059,9 +1093,13 @@ class Generator:
 
 
 def main(argv):
-    if len(argv) != 3:
-        sys.exit(f"usage: {argv[0]} TALOS_GIT_MIRROR TAG")
-    out = Generator(Repo(argv[1], argv[2])).run()
+    if len(argv) == 4 and argv[1] == "--module":
+        source = ModuleDir(argv[2], argv[3])
+    elif len(argv) == 3:
+        source = Repo(argv[1], argv[2])
+    else:
+        sys.exit(f"usage: {argv[0]} TALOS_GIT_MIRROR TAG | --module MACHINERY_MODULE_DIR TAG")
+    out = Generator(source).run()
     json.dump(out, sys.stdout, indent=1, sort_keys=True)
     sys.stdout.write("\n")
 

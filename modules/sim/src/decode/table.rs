@@ -29,7 +29,7 @@ impl Release {
         static V1_13: LazyLock<Table> =
             LazyLock::new(|| Table::load(include_str!("config-types-v1.13.9.json")));
         static V1_14: LazyLock<Table> =
-            LazyLock::new(|| Table::load(include_str!("config-types-v1.14.0-rc.1.json")));
+            LazyLock::new(|| Table::load(include_str!("config-types-v1.14.1.json")));
         match self {
             Release::V1_13 => &V1_13,
             Release::V1_14 => &V1_14,
