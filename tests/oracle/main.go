@@ -14,6 +14,8 @@
 //	{"op":"secrets_from_config","config":YAML}
 //	{"op":"generate_secrets","contract":"1.14"}
 //	{"op":"describe_secrets","secrets":YAML,"contract":"1.14"}
+//	{"op":"v1alpha1_fields","source":DIR}
+//	{"op":"merge_replace","kinds":[KIND...]}
 //
 // Every answer is an object; a failure of the operation itself (upstream refused the input) is
 // {"error": TEXT} with upstream's error text, which is what the tests compare.
@@ -36,6 +38,8 @@ type request struct {
 	Mode     string          `json:"mode"`
 	Strict   bool            `json:"strict"`
 	Contract string          `json:"contract"`
+	Source   string          `json:"source"`
+	Kinds    []string        `json:"kinds"`
 }
 
 type response map[string]any
@@ -60,6 +64,10 @@ func answer(req request) response {
 		return generateSecrets(req)
 	case "describe_secrets":
 		return describeSecrets(req)
+	case "v1alpha1_fields":
+		return v1alpha1Fields(req)
+	case "merge_replace":
+		return mergeReplaceFields(req)
 	default:
 		return response{"error": fmt.Sprintf("oracle: unknown op %q", req.Op)}
 	}

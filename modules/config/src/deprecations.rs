@@ -9,6 +9,10 @@
 //! `.cluster.allowSchedulingOnMasters`, which 1.14 still checks. Rows go down to the leaves, so
 //! a warning can name the exact field a setting moves to.
 //!
+//! `tests/deprecations_upstream.rs` checks the table against the GA: every field machinery v1.14.1
+//! marks `Deprecated:` (and v1.13.9 does not) or drops from its schema is a row, and every row is
+//! such a field or lies under one.
+//!
 //! [`deprecated_fields`] reports what a document sets, for warnings when rendering for a 1.13
 //! contract (where nothing is converted: none of the new kinds exists in Talos 1.13).
 //! [`crate::convert_114`] does the conversion for a 1.14 contract.
@@ -186,6 +190,16 @@ pub const DEPRECATED_FIELDS: &[DeprecatedField] = &[
         ".machine.kernel.modules",
         "KernelModuleConfig (one document per module, named by the module)",
         "v1alpha1_types.go:2509; runtime/kernel_module.go",
+    ),
+    moves(
+        ".machine.kernel.modules.name",
+        "KernelModuleConfig.name",
+        "v1alpha1_types.go:2522 @ v1.14.1; runtime/kernel_module.go",
+    ),
+    moves(
+        ".machine.kernel.modules.parameters",
+        "KernelModuleConfig.parameters",
+        "v1alpha1_types.go:2527 @ v1.14.1; runtime/kernel_module.go",
     ),
     moves(
         ".machine.kubelet",
