@@ -25,9 +25,12 @@ use ferro_talos_secrets::yaml::kind_name;
 use serde_json::{Map, Value};
 
 use crate::diff::push_key;
+use crate::normalize::Rules;
 use crate::error::{Error, ErrorKind, Result};
 
-/// Lists that the patch replaces instead of appending to.
+/// Lists that the patch replaces instead of appending to (`merge:"replace"` on the Go field): a
+/// patch's `[]` clears them. `modules/config/tests/oracle_merge.rs` checks this and the two
+/// tables below against the tags of upstream's types at v1.13.9 and v1.14.1.
 const REPLACE_LISTS: &[&str] = &[
     "cluster.network.podSubnets",
     "cluster.network.serviceSubnets",
@@ -35,7 +38,14 @@ const REPLACE_LISTS: &[&str] = &[
     "KubeNetworkConfig.serviceSubnets",
     "NetworkRuleConfig.ingress",
     "NetworkRuleConfig.portSelector.ports",
+    "BGPInstanceConfig.advertise",
+    "BGPInstanceConfig.importRoutes",
+    "BGPInstanceConfig.neighbors",
 ];
+
+/// Lists Talos 1.14 replaces and 1.13 appends to: `network.SearchDomainList` in
+/// `types/network/resolver.go` @ v1.14.1 (a plain `[]string` at v1.13.9 and v1.14.0-rc.1).
+const REPLACE_LISTS_SINCE_1_14: &[&str] = &["ResolverConfig.searchDomains.domains"];
 
 /// Objects that a non-empty patch value replaces wholesale.
 const REPLACE_OBJECTS: &[&str] = &[
@@ -110,15 +120,25 @@ pub(crate) struct At {
     pub display: String,
     /// Kind of the non-v1alpha1 document, empty for v1alpha1.
     kind: String,
+    /// The release whose merge tags decide.
+    rules: Rules,
 }
 
 impl At {
-    pub(crate) fn root(kind: &str, display: &str) -> At {
+    pub(crate) fn root(kind: &str, display: &str, rules: Rules) -> At {
         At {
             schema: kind.to_string(),
             display: display.to_string(),
             kind: kind.to_string(),
+            rules,
         }
+    }
+
+    /// Whether a patch's list replaces the config's here instead of being appended to it.
+    fn replaces_list(&self) -> bool {
+        let schema = self.schema.as_str();
+        REPLACE_LISTS.contains(&schema)
+            || (self.rules == Rules::V1_14 && REPLACE_LISTS_SINCE_1_14.contains(&schema))
     }
 
     fn key(&self, k: &str, dynamic: bool) -> At {
@@ -133,6 +153,7 @@ impl At {
             schema,
             display,
             kind: self.kind.clone(),
+            rules: self.rules,
         }
     }
 
@@ -141,6 +162,7 @@ impl At {
             schema: format!("{}[]", self.schema),
             display: format!("{}[{i}]", self.display),
             kind: self.kind.clone(),
+            rules: self.rules,
         }
     }
 
@@ -179,7 +201,8 @@ impl At {
 /// Whether the value at `kind` + `keys` is a map (free keys) rather than a struct: used by
 /// deletes, where a missing map key is an error but a missing struct field is not.
 pub(crate) fn parent_is_map(kind: &str, keys: &[String]) -> bool {
-    let mut at = At::root(kind, "");
+    // Maps and free-form fields are the same in every release.
+    let mut at = At::root(kind, "", Rules::V1_14);
     for k in keys {
         if at.is_free_form() {
             return true;
@@ -207,8 +230,21 @@ pub(crate) fn merge_document(
     right: &Value,
     kind: &str,
     display: &str,
+    rules: Rules,
 ) -> Result<()> {
-    merge_value(left, right, &At::root(kind, display), Mode::Typed)
+    merge_value(left, right, &At::root(kind, display, rules), Mode::Typed)
+}
+
+/// The fields a patch's value replaces wholesale under `rules`, as schema paths: what upstream's
+/// `merge:"replace"` tags say (pkg/machinery/config/merge/merge.go).
+pub fn replaced_wholesale(rules: Rules) -> Vec<&'static str> {
+    let since_1_14: &[&str] = match rules {
+        Rules::V1_13 => &[],
+        Rules::V1_14 => REPLACE_LISTS_SINCE_1_14,
+    };
+    let mut all: Vec<&'static str> = [REPLACE_LISTS, since_1_14, REPLACE_OBJECTS].concat();
+    all.sort_unstable();
+    all
 }
 
 fn merge_value(left: &mut Value, right: &Value, at: &At, mode: Mode) -> Result<()> {
@@ -261,15 +297,17 @@ fn merge_value(left: &mut Value, right: &Value, at: &At, mode: Mode) -> Result<(
             Ok(())
         }
         (Value::Array(l), Value::Array(r)) => {
+            // A replaced list takes the patch's even when it is `[]`: Go's merge skips only a nil
+            // slice, and a `[]` in YAML decodes to an empty one.
+            if mode != Mode::Free && at.replaces_list() {
+                *l = r.clone();
+                return Ok(());
+            }
             if r.is_empty() {
                 return Ok(());
             }
             if mode == Mode::Free {
                 l.extend(r.iter().cloned());
-                return Ok(());
-            }
-            if REPLACE_LISTS.contains(&at.schema.as_str()) {
-                *l = r.clone();
                 return Ok(());
             }
             match keyed_list(at) {
@@ -407,7 +445,7 @@ mod tests {
 
     fn merge(left: Value, right: Value) -> Result<Value> {
         let mut l = left;
-        merge_document(&mut l, &right, "", "")?;
+        merge_document(&mut l, &right, "", "", Rules::V1_13)?;
         Ok(l)
     }
 
@@ -490,6 +528,7 @@ mod tests {
             &json!({"podSubnets": ["b"]}),
             "KubeNetworkConfig",
             "KubeNetworkConfig",
+            Rules::V1_14,
         )
         .unwrap();
         assert_eq!(l["podSubnets"], json!(["b"]));
@@ -601,6 +640,7 @@ mod tests {
             &json!({"configFiles": [{"mountPath": "/a", "content": "2"}, {"mountPath": "/b", "content": "3"}]}),
             "ExtensionServiceConfig",
             "ExtensionServiceConfig(x)",
+            Rules::V1_14,
         )
         .unwrap();
         assert_eq!(
@@ -617,6 +657,7 @@ mod tests {
             &json!({"configuration": {"rules": [{"level": "None"}]}}),
             "KubeAuditPolicyConfig",
             "KubeAuditPolicyConfig",
+            Rules::V1_14,
         )
         .unwrap();
         assert_eq!(
@@ -629,6 +670,7 @@ mod tests {
             &json!({"config": {"a": [2]}, "extraArgs": {"x": "3"}, "clusterDNS": ["10.96.0.11"]}),
             "KubeletConfig",
             "KubeletConfig",
+            Rules::V1_14,
         )
         .unwrap();
         assert_eq!(kubelet["config"], json!({"a": [1, 2]}));
@@ -640,6 +682,7 @@ mod tests {
             &json!({"rules": [{"image": "a/*", "skip": true}, {"image": "c/*", "deny": true}]}),
             "ImageVerificationConfig",
             "ImageVerificationConfig",
+            Rules::V1_14,
         )
         .unwrap();
         assert_eq!(

@@ -15,6 +15,7 @@ use crate::document::{DocId, MachineConfig, mixed_identity};
 use crate::error::{Error, ErrorKind, Result};
 use crate::known_keys;
 use crate::merge::{merge_document, parent_is_map};
+use crate::normalize::Rules;
 
 /// One parsed config patch. Its `Debug` form shows only its shape: patches can carry secrets.
 #[derive(Clone, PartialEq)]
@@ -443,29 +444,42 @@ fn has_content(part: &Value, id: &DocId) -> bool {
 }
 
 impl MachineConfig {
-    /// Applies one patch in place. On error the config is left unchanged.
+    /// Applies one patch in place, merging as Talos 1.13 does. On error the config is left
+    /// unchanged.
     pub fn apply_patch(&mut self, patch: &Patch) -> Result<()> {
+        self.apply_patch_with(patch, Rules::V1_13)
+    }
+
+    /// Applies one patch in place, merging as the release of `rules` does (1.14 replaces one more
+    /// list: `merge::replaced_wholesale`). On error the config is left unchanged.
+    pub fn apply_patch_with(&mut self, patch: &Patch, rules: Rules) -> Result<()> {
         let mut work = self.clone();
         match patch {
-            Patch::Strategic(docs) => work.apply_strategic(docs)?,
+            Patch::Strategic(docs) => work.apply_strategic(docs, rules)?,
             Patch::Json6902(p) => work.apply_json6902(p)?,
         }
         *self = work;
         Ok(())
     }
 
-    /// Applies patches in order, each exactly once. Errors name the failing patch (1-based).
+    /// Applies patches in order, each exactly once, merging as Talos 1.13 does. Errors name the
+    /// failing patch (1-based).
     pub fn apply_patches(&mut self, patches: &[Patch]) -> Result<()> {
+        self.apply_patches_with(patches, Rules::V1_13)
+    }
+
+    /// [`MachineConfig::apply_patches`] with the merge rules of another release.
+    pub fn apply_patches_with(&mut self, patches: &[Patch], rules: Rules) -> Result<()> {
         let mut work = self.clone();
         for (i, p) in patches.iter().enumerate() {
-            work.apply_patch(p)
+            work.apply_patch_with(p, rules)
                 .map_err(|e| e.context(format!("config patch {}", i + 1)))?;
         }
         *self = work;
         Ok(())
     }
 
-    fn apply_strategic(&mut self, patch_docs: &[Value]) -> Result<()> {
+    fn apply_strategic(&mut self, patch_docs: &[Value], rules: Rules) -> Result<()> {
         let mut split = Vec::new();
         for pdoc in patch_docs {
             let id = DocId::of(pdoc);
@@ -507,7 +521,7 @@ impl MachineConfig {
                     } else {
                         id.kind.as_str()
                     };
-                    merge_document(target, part, kind, label)?;
+                    merge_document(target, part, kind, label, rules)?;
                 }
                 None if id.is_v1alpha1() => self.docs.insert(0, part.clone()),
                 None => self.docs.push(part.clone()),

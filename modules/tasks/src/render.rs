@@ -167,7 +167,7 @@ fn patched(
     let machine = machine_type_of(p, &cfg)?;
     // The node's own settings first, so the task's patches still have the last word.
     if let Some(patch) = settings.patch(ctx, contract, machine)? {
-        cfg.apply_patches(&[patch])
+        cfg.apply_patches_with(&[patch], Rules::for_contract(contract))
             .map_err(|e| ModuleError::new(format!("the node's settings: {e:#}")))?;
     }
     let old_shape = if p.bool("convert_patches") {
@@ -177,7 +177,7 @@ fn patched(
     };
     let (patches, records) =
         patches_for_contract(ctx, load_patches(p)?, contract, machine, old_shape)?;
-    cfg.apply_patches(&patches)
+    cfg.apply_patches_with(&patches, Rules::for_contract(contract))
         .map_err(|e| ModuleError::new(format!("patches: {e:#}")))?;
     Ok((cfg, records))
 }

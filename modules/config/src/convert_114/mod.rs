@@ -56,6 +56,7 @@ use serde_json::Value;
 use crate::document::DocId;
 use crate::generate::MachineType;
 use crate::merge::merge_document;
+use crate::normalize::Rules;
 use crate::patch::Patch;
 use builder::{Builder, contains_marker};
 
@@ -247,7 +248,8 @@ fn merge_into_converted(converted: &mut [builder::OutDoc], doc: &Value) -> bool 
         return false;
     };
     let mut merged = Value::Object(target.body.clone());
-    if merge_document(&mut merged, doc, &id.kind, &id.kind).is_err() {
+    // The converted documents are 1.14's: merged by 1.14's rules.
+    if merge_document(&mut merged, doc, &id.kind, &id.kind, Rules::V1_14).is_err() {
         return false;
     }
     if let Value::Object(body) = merged {

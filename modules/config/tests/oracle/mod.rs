@@ -77,7 +77,7 @@ pub fn ours(bundle: &Bundle, o: &GenerateOptions, patches: &[String]) -> Outcome
             Err(e) => return refused(e),
         }
     }
-    if let Err(e) = cfg.apply_patches(&parsed) {
+    if let Err(e) = cfg.apply_patches_with(&parsed, Rules::for_contract(o.contract)) {
         return refused(e);
     }
     // talos_config refuses documents the contract's release does not know (modules/tasks/src/render.rs).
