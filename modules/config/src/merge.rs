@@ -25,8 +25,8 @@ use ferro_talos_secrets::yaml::kind_name;
 use serde_json::{Map, Value};
 
 use crate::diff::push_key;
-use crate::normalize::Rules;
 use crate::error::{Error, ErrorKind, Result};
+use crate::normalize::Rules;
 
 /// Lists that the patch replaces instead of appending to (`merge:"replace"` on the Go field): a
 /// patch's `[]` clears them. `modules/config/tests/oracle_merge.rs` checks this and the two

@@ -3,6 +3,8 @@
 //! struct tag says `merge:"replace"` (read by pkg/machinery/config/merge/merge.go), and renders
 //! with patches that replace, clear and append lists come out byte for byte as upstream's.
 
+// Each test file uses part of what the differential tests share.
+#[allow(dead_code)]
 mod oracle;
 
 use ferro_talos_config::contract::Contract;
@@ -57,14 +59,23 @@ fn the_replaced_fields_are_upstreams_merge_replace_tags() {
 
 /// (name, contract, patches applied in order)
 fn cases() -> Vec<(&'static str, Contract, Vec<&'static str>)> {
-    let resolver_a = "apiVersion: v1alpha1\nkind: ResolverConfig\nsearchDomains:\n  domains:\n    - a.example\n";
-    let resolver_b = "apiVersion: v1alpha1\nkind: ResolverConfig\nsearchDomains:\n  domains:\n    - b.example\n";
-    let resolver_empty = "apiVersion: v1alpha1\nkind: ResolverConfig\nsearchDomains:\n  domains: []\n";
+    let resolver_a =
+        "apiVersion: v1alpha1\nkind: ResolverConfig\nsearchDomains:\n  domains:\n    - a.example\n";
+    let resolver_b =
+        "apiVersion: v1alpha1\nkind: ResolverConfig\nsearchDomains:\n  domains:\n    - b.example\n";
+    let resolver_empty =
+        "apiVersion: v1alpha1\nkind: ResolverConfig\nsearchDomains:\n  domains: []\n";
     let bgp = |advertise: &'static str| -> &'static str {
         match advertise {
-            "a" => "apiVersion: v1alpha1\nkind: BGPInstanceConfig\nname: bgp0\nlocalASN: 64512\nadvertise:\n  - 10.10.0.0/24\n",
-            "b" => "apiVersion: v1alpha1\nkind: BGPInstanceConfig\nname: bgp0\nlocalASN: 64512\nadvertise:\n  - 10.20.0.0/24\n",
-            _ => "apiVersion: v1alpha1\nkind: BGPInstanceConfig\nname: bgp0\nlocalASN: 64512\nadvertise: []\n",
+            "a" => {
+                "apiVersion: v1alpha1\nkind: BGPInstanceConfig\nname: bgp0\nlocalASN: 64512\nadvertise:\n  - 10.10.0.0/24\n"
+            }
+            "b" => {
+                "apiVersion: v1alpha1\nkind: BGPInstanceConfig\nname: bgp0\nlocalASN: 64512\nadvertise:\n  - 10.20.0.0/24\n"
+            }
+            _ => {
+                "apiVersion: v1alpha1\nkind: BGPInstanceConfig\nname: bgp0\nlocalASN: 64512\nadvertise: []\n"
+            }
         }
     };
     let pods = "cluster:\n  network:\n    podSubnets:\n      - 10.200.0.0/16\n";
@@ -75,12 +86,32 @@ fn cases() -> Vec<(&'static str, Contract, Vec<&'static str>)> {
     for contract in [Contract::V1_13, Contract::V1_14] {
         cases.push(("pod subnets replaced", contract, vec![pods]));
         cases.push(("pod subnets cleared", contract, vec![no_pods]));
-        cases.push(("cert SANs appended, then [] keeps them", contract, vec![sans, no_sans]));
-        cases.push(("search domains twice", contract, vec![resolver_a, resolver_b]));
-        cases.push(("search domains, then []", contract, vec![resolver_a, resolver_empty]));
+        cases.push((
+            "cert SANs appended, then [] keeps them",
+            contract,
+            vec![sans, no_sans],
+        ));
+        cases.push((
+            "search domains twice",
+            contract,
+            vec![resolver_a, resolver_b],
+        ));
+        cases.push((
+            "search domains, then []",
+            contract,
+            vec![resolver_a, resolver_empty],
+        ));
     }
-    cases.push(("BGP advertise twice", Contract::V1_14, vec![bgp("a"), bgp("b")]));
-    cases.push(("BGP advertise, then []", Contract::V1_14, vec![bgp("a"), bgp("")]));
+    cases.push((
+        "BGP advertise twice",
+        Contract::V1_14,
+        vec![bgp("a"), bgp("b")],
+    ));
+    cases.push((
+        "BGP advertise, then []",
+        Contract::V1_14,
+        vec![bgp("a"), bgp("")],
+    ));
     cases
 }
 
