@@ -346,6 +346,9 @@ BAD_INPUTS = [
     ("typo in a patch", {"secrets_file": "{s}", "machine_type": "worker", "cluster_name": "x", "cluster_endpoint": "https://x:6443", "dest": "{d}", "patches": [{"machine": {"kubelet": {"extraArgz": {"v": "2"}}}}]}, "patches[0]: document 1: unknown keys found during decoding: machine.kubelet.extraArgz (did you mean machine.kubelet.extraArgs?)"),
     ("unknown document kind in a patch", {"secrets_file": "{s}", "machine_type": "worker", "cluster_name": "x", "cluster_endpoint": "https://x:6443", "dest": "{d}", "patches": ["apiVersion: v1alpha1\nkind: HostnameConfg\nhostname: a\n"]}, "unknown document kind \"HostnameConfg\" (did you mean HostnameConfig?)"),
     ("registry mirror not a URL string", {"secrets_file": "{s}", "machine_type": "worker", "cluster_name": "x", "cluster_endpoint": "https://x:6443", "dest": "{d}", "registry_mirrors": {"ghcr.io": 5}}, "registry_mirrors"),
+    # Talos 1.14.1's decoder refuses a null item in a list of pointers (xyaml.CheckNullElements,
+    # siderolabs/gen v0.8.8, called from configloader/internal/decoder/decoder.go @ v1.14.1).
+    ("empty list item in a 1.14 patch", {"secrets_file": "{s}", "machine_type": "worker", "cluster_name": "x", "cluster_endpoint": "https://x:6443", "dest": "{d}", "talos_version": "v1.14", "patches": ["machine:\n  network:\n    interfaces:\n      - interface: eth0\n        routes:\n          -\n"]}, "patches[0]: null value is not allowed at \"machine.network.interfaces[0].routes[0]\""),
 ]
 
 

@@ -2805,3 +2805,28 @@ pub(crate) const KINDS: &[(&str, &[F])] = &[
 
 /// The v1alpha1 document.
 pub(crate) const V1ALPHA1: &[F] = D_V1ALPHA1_CONFIG;
+
+/// Lists (`path[]`) and maps (`path.*`) of pointers in Talos 1.14.1's types, whose null items
+/// its decoder refuses (`xyaml.CheckNullElements`, siderolabs/gen v0.8.8). Other documents'
+/// paths start with their kind.
+pub(crate) const NULL_REFUSED_1_14: &[&str] = &[
+    "cluster.acceptedCAs[]",
+    "cluster.apiServer.admissionControl[]",
+    "cluster.apiServer.authorizationConfig[]",
+    "machine.acceptedCAs[]",
+    "machine.disks[]",
+    "machine.disks[].partitions[]",
+    "machine.files[]",
+    "machine.kernel.modules[]",
+    "machine.network.extraHostEntries[]",
+    "machine.network.interfaces[]",
+    "machine.network.interfaces[].routes[]",
+    "machine.network.interfaces[].vlans[]",
+    "machine.network.interfaces[].vlans[].routes[]",
+    "machine.network.interfaces[].wireguard.peers[]",
+    "machine.registries.config.*",
+    "machine.registries.mirrors.*",
+    "machine.seccompProfiles[]",
+    "machine.systemDiskEncryption.ephemeral.keys[]",
+    "machine.systemDiskEncryption.state.keys[]",
+];

@@ -20,6 +20,7 @@ pub mod known_keys;
 pub mod live;
 pub mod merge;
 pub mod normalize;
+pub mod null_elements;
 pub mod parse;
 pub mod patch;
 pub mod redact;

@@ -319,4 +319,47 @@ out.append("];")
 out.append("")
 out.append("/// The v1alpha1 document.")
 out.append(f"pub(crate) const V1ALPHA1: &[F] = {const_name(legacy)};")
+
+
+def pointer_elements(name, prefix, seen, found):
+    """Lists and maps of pointers under the struct `name` in 1.14's types: where 1.14's decoder
+    refuses a null item (siderolabs/gen v0.8.8 xyaml.CheckNullElements). A list is `path[]`, a
+    map's values `path.*`."""
+    if name in seen:
+        return
+    for f in flat_fields(B, name) or []:
+        path = f"{prefix}{f['key']}"
+        t = strip_ptr(f["type"])
+        while True:
+            e = lookup(t)
+            if e and e["kind"] == "named" and (e.get("underlying", "").startswith(("[]", "map["))):
+                t = e["underlying"]
+                continue
+            break
+        if t.startswith("[]"):
+            element, path = t[2:], path + "[]"
+        elif t.startswith("map["):
+            element, path = t.split("]", 1)[1], path + ".*"
+        else:
+            element = None
+        if element is not None:
+            if element.startswith("*"):
+                found.add(path)
+            t = strip_ptr(element)
+        if lookup(t) and lookup(t)["kind"] == "struct" and t not in PEM:
+            pointer_elements(t, path + ".", seen | {name}, found)
+
+
+refused = set()
+pointer_elements(legacy, "", set(), refused)
+for kind in sorted(documents):
+    pointer_elements(documents[kind], kind + ".", set(), refused)
+out.append("")
+out.append("/// Lists (`path[]`) and maps (`path.*`) of pointers in Talos 1.14.1's types, whose null items")
+out.append("/// its decoder refuses (`xyaml.CheckNullElements`, siderolabs/gen v0.8.8). Other documents'")
+out.append("/// paths start with their kind.")
+out.append("pub(crate) const NULL_REFUSED_1_14: &[&str] = &[")
+for path in sorted(refused):
+    out.append(f'    "{path}",')
+out.append("];")
 print("\n".join(out))

@@ -308,9 +308,11 @@ const V1ALPHA1_CASES: &[Case] = &[
 /// judges the bytes as received, as a node does.
 const SENT_AS_ENCODED: &[&str] = &["empty node labels beside KubeNodeConfig"];
 
-/// Refusals talos_config does not make yet (open, in docs/talos-fidelity.md): a null entry where
-/// Talos decodes a nil pointer into a list or map (`CheckNullElements` @ v1.14.1; at v1.13.9 only
-/// the registries' `is null` check). talos-sim makes them; its verdicts are still compared here.
+/// Refusals talos_config's contract-blind `validate` does not make: a null entry where Talos
+/// decodes a nil pointer into a list or map (`CheckNullElements` @ v1.14.1; at v1.13.9 only the
+/// registries' `is null` check). talos_config's render refuses them for the 1.14 contract and warns
+/// before it (`modules/config/tests/oracle_null_items.rs`); talos-sim makes them, and its verdicts
+/// are still compared here.
 const OPEN_IN_TALOS_CONFIG: &[&str] = &[
     "a registry mirror given as null",
     "a null in a list of objects",

@@ -13,6 +13,7 @@ use ferro_talos_config::contract::Contract;
 use ferro_talos_config::convert_114::convert_patch;
 use ferro_talos_config::deprecations::{Replacement, deprecated_fields};
 use ferro_talos_config::generate::MachineType;
+use ferro_talos_config::null_elements::refused_null_items;
 use ferro_talos_config::patch::Patch;
 use ferro_talos_config::redact;
 use serde_json::{Value, json};
@@ -38,6 +39,38 @@ fn target(replacement: Replacement) -> String {
         Replacement::MovesTo(to) => to.to_string(),
         Replacement::NoEquivalent(what) => format!("no equivalent ({what})"),
     }
+}
+
+/// Talos 1.14 refuses a null item in a list or map of pointers (a dangling `- `): from the 1.14
+/// contract that is an error, before it a warning, since Talos 1.13 takes the config and a node
+/// upgraded to 1.14 would refuse it. `where_` names the patch or the config.
+pub fn check_null_items(
+    ctx: &mut Context,
+    where_: &str,
+    docs: &[Value],
+    contract: Contract,
+) -> Result<(), ModuleError> {
+    let found: Vec<String> = docs
+        .iter()
+        .flat_map(refused_null_items)
+        .map(|path| format!("{path:?}"))
+        .collect();
+    if found.is_empty() {
+        return Ok(());
+    }
+    let places = found.join(", ");
+    let fix = "remove the item (a `-` with nothing after it) or give it a value";
+    if contract < Contract::V1_14 {
+        ctx.warn(format!(
+            "{where_} has an empty item at {places}: Talos {contract} takes it, Talos 1.14 refuses \
+             the config; {fix}"
+        ));
+        return Ok(());
+    }
+    Err(ModuleError::new(format!(
+        "{where_}: null value is not allowed at {places}: Talos {contract} refuses an empty item in \
+         this list or map; {fix}"
+    )))
 }
 
 /// The patches to apply for `contract`, and a record of each deprecated field found (1.13 and
@@ -79,6 +112,7 @@ pub fn patches_for_contract(
             out.push(patch);
             continue;
         }
+        check_null_items(ctx, &label, docs, contract)?;
         if !docs.iter().any(|d| !deprecated_fields(d).is_empty()) {
             out.push(patch);
             continue;
@@ -111,4 +145,26 @@ pub fn patches_for_contract(
         out.push(conversion.into_patch());
     }
     Ok((out, records))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_null_item_fails_from_1_14_naming_the_place_and_what_to_write() {
+        let docs = [json!({"machine": {"kernel": {"modules": [{"name": "a"}, null]}}})];
+        let mut ctx = Context::new("talos_config");
+        check_null_items(&mut ctx, "patches[0]", &docs, Contract::V1_13).unwrap();
+        let e = check_null_items(&mut ctx, "patches[0]", &docs, Contract::V1_14).unwrap_err();
+        let text = e.msg();
+        assert!(
+            text.starts_with(
+                "patches[0]: null value is not allowed at \"machine.kernel.modules[1]\""
+            ),
+            "{text}"
+        );
+        assert!(text.contains("remove the item"), "{text}");
+    }
 }

@@ -17,7 +17,7 @@ use ferro_talos_secrets::Bundle;
 use ferro_talos_secrets::yaml::kind_name;
 use serde_json::{Value, json};
 
-use crate::config_shape::{LabelledPatch, OldShape, patches_for_contract};
+use crate::config_shape::{LabelledPatch, OldShape, check_null_items, patches_for_contract};
 use crate::files::read_file_or_content;
 use crate::node_settings::{self, NodeSettings};
 
@@ -105,6 +105,8 @@ pub fn render(
     }
     // Talos 1.13 refuses the whole config for a document kind it does not know; say so now, not
     // at apply time on the node.
+    // A base config, or a JSON patch, can carry a null item Talos 1.14 refuses too.
+    check_null_items(ctx, "the rendered config", &config.docs, contract)?;
     let unknown = known_keys::kinds_unknown_to(&config, contract);
     if !unknown.is_empty() {
         return Err(ModuleError::new(format!(
