@@ -45,7 +45,7 @@ func v1alpha1Fields(req request) response {
 	})
 
 	paths := []string{}
-	walkYAMLFields(reflect.TypeFor[v1alpha1.Config](), "", 0, func(path string) {
+	walkYAMLFields(reflect.TypeFor[v1alpha1.Config](), "", "", 0, func(path string, _ reflect.StructField) {
 		paths = append(paths, path)
 	})
 
@@ -67,14 +67,19 @@ func v1alpha1Fields(req request) response {
 	return response{"fields": fields}
 }
 
-// walkYAMLFields calls visit with the YAML path of every field under t, through pointers, lists
-// and map values (which add no path segment: upstream's messages name `.machine.kernel.modules.name`).
-func walkYAMLFields(t reflect.Type, prefix string, depth int, visit func(string)) {
+// walkYAMLFields calls visit with the YAML path (`prefix.key`) and the field of every field
+// under t, through pointers and lists (no path segment: upstream's messages name
+// `.machine.kernel.modules.name`) and map values (mapSegment: "" or ".*").
+func walkYAMLFields(t reflect.Type, prefix, mapSegment string, depth int, visit func(string, reflect.StructField)) {
 	if depth > 20 {
 		return
 	}
 
 	for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Map {
+		if t.Kind() == reflect.Map {
+			prefix += mapSegment
+		}
+
 		t = t.Elem()
 	}
 
@@ -96,7 +101,7 @@ func walkYAMLFields(t reflect.Type, prefix string, depth int, visit func(string)
 		}
 
 		if slices.Contains(parts[1:], "inline") || (field.Anonymous && key == "") {
-			walkYAMLFields(field.Type, prefix, depth+1, visit)
+			walkYAMLFields(field.Type, prefix, mapSegment, depth+1, visit)
 
 			continue
 		}
@@ -105,8 +110,8 @@ func walkYAMLFields(t reflect.Type, prefix string, depth int, visit func(string)
 			key = strings.ToLower(field.Name)
 		}
 
-		visit(prefix + "." + key)
-		walkYAMLFields(field.Type, prefix+"."+key, depth+1, visit)
+		visit(prefix+"."+key, field)
+		walkYAMLFields(field.Type, prefix+"."+key, mapSegment, depth+1, visit)
 	}
 }
 
@@ -245,12 +250,18 @@ func isDeprecated(doc *ast.CommentGroup) bool {
 
 // mergeReplaceFields lists the fields that upstream's strategic merge replaces instead of merging
 // (the `merge:"replace"` struct tag, read by pkg/machinery/config/merge): the v1alpha1 document's
-// as `cluster.network.podSubnets`, each other kind's as `Kind.path`. A kind this release does not
-// cannot decode is listed under "refused" with the loader's error. Lists are walked through to their items and maps to their
-// values (`.*`), the way the collection's merge names a path.
+// as `cluster.network.podSubnets`, each other kind's as `Kind.path`. A kind this release cannot
+// decode is listed under "refused" with the loader's error. Lists are walked through to their
+// items and maps to their values (`.*`), the way the collection's merge names a path.
 func mergeReplaceFields(req request) response {
 	paths := []string{}
-	walkMergeTags(reflect.TypeFor[v1alpha1.Config](), "", 0, &paths)
+	replaced := func(path string, field reflect.StructField) {
+		if slices.Contains(strings.Split(field.Tag.Get("merge"), ","), "replace") {
+			paths = append(paths, strings.TrimPrefix(path, "."))
+		}
+	}
+
+	walkYAMLFields(reflect.TypeFor[v1alpha1.Config](), "", ".*", 0, replaced)
 
 	refused := map[string]string{}
 
@@ -270,61 +281,11 @@ func mergeReplaceFields(req request) response {
 		}
 
 		for _, doc := range cfg.Documents() {
-			walkMergeTags(reflect.TypeOf(doc), kind+".", 0, &paths)
+			walkYAMLFields(reflect.TypeOf(doc), kind, ".*", 0, replaced)
 		}
 	}
 
 	sort.Strings(paths)
 
 	return response{"replace": paths, "refused": refused}
-}
-
-func walkMergeTags(t reflect.Type, prefix string, depth int, paths *[]string) {
-	if depth > 20 {
-		return
-	}
-
-	for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice {
-		t = t.Elem()
-	}
-
-	if t.Kind() == reflect.Map {
-		walkMergeTags(t.Elem(), prefix+"*.", depth+1, paths)
-
-		return
-	}
-
-	if t.Kind() != reflect.Struct {
-		return
-	}
-
-	for i := range t.NumField() {
-		field := t.Field(i)
-		if !field.IsExported() {
-			continue
-		}
-
-		parts := strings.Split(field.Tag.Get("yaml"), ",")
-		key := parts[0]
-
-		if key == "-" {
-			continue
-		}
-
-		if slices.Contains(parts[1:], "inline") || (field.Anonymous && key == "") {
-			walkMergeTags(field.Type, prefix, depth+1, paths)
-
-			continue
-		}
-
-		if key == "" {
-			key = strings.ToLower(field.Name)
-		}
-
-		if slices.Contains(strings.Split(field.Tag.Get("merge"), ","), "replace") {
-			*paths = append(*paths, prefix+key)
-		}
-
-		walkMergeTags(field.Type, prefix+key+".", depth+1, paths)
-	}
 }

@@ -10,7 +10,7 @@ use ferro_talos_proto::cluster::{
     HealthCheckRequest, cluster_service_client::ClusterServiceClient,
 };
 use ferro_talos_proto::cosi::resource::{
-    EventType, GetRequest, GetResponse, ListRequest, WatchRequest, state_client::StateClient,
+    EventType, GetRequest, ListRequest, WatchRequest, state_client::StateClient,
 };
 use ferro_talos_proto::machine::apply_configuration_request::Mode;
 use ferro_talos_proto::machine::image_service_client::ImageServiceClient;
@@ -132,12 +132,7 @@ async fn maintenance_then_mtls_and_exact_config_bytes() {
 
     let mut cosi = StateClient::new(ch.clone());
     let got = cosi
-        .get(GetRequest {
-            namespace: "config".into(),
-            r#type: "MachineConfigs.config.talos.dev".into(),
-            id: "v1alpha1".into(),
-            options: None,
-        })
+        .get(active_config_request())
         .await
         .unwrap()
         .into_inner()
@@ -157,12 +152,7 @@ async fn maintenance_then_mtls_and_exact_config_bytes() {
     assert_eq!(yaml_back, data);
 
     // COSI rejects `nodes`.
-    let mut req = tonic::Request::new(GetRequest {
-        namespace: "config".into(),
-        r#type: "MachineConfigs.config.talos.dev".into(),
-        id: "v1alpha1".into(),
-        options: None,
-    });
+    let mut req = tonic::Request::new(active_config_request());
     req.metadata_mut()
         .insert("nodes", ep.ip().to_string().parse().unwrap());
     let e = cosi.get(req).await.unwrap_err();
@@ -196,12 +186,7 @@ async fn roles_are_enforced() {
     let e = reader.reboot(RebootRequest::default()).await.unwrap_err();
     assert_eq!(e.code(), Code::PermissionDenied);
     let e = StateClient::new(ch)
-        .get(GetRequest {
-            namespace: "config".into(),
-            r#type: "MachineConfigs.config.talos.dev".into(),
-            id: "v1alpha1".into(),
-            options: None,
-        })
+        .get(active_config_request())
         .await
         .unwrap_err();
     assert_eq!(
@@ -1094,6 +1079,29 @@ async fn impersonation_staged_maintenance_and_moved_targets() {
     cluster.shutdown().await;
 }
 
+/// A COSI Get of the active machine config (`config/MachineConfigs.config.talos.dev` ID `v1alpha1`).
+fn active_config_request() -> GetRequest {
+    GetRequest {
+        namespace: "config".into(),
+        r#type: "MachineConfigs.config.talos.dev".into(),
+        id: "v1alpha1".into(),
+        options: None,
+    }
+}
+
+/// The active machine config's bytes (`config/MachineConfigs.config.talos.dev` ID `v1alpha1`).
+async fn active_config(ch: &tonic::transport::Channel) -> Vec<u8> {
+    let got = StateClient::new(ch.clone())
+        .get(active_config_request())
+        .await
+        .unwrap()
+        .into_inner();
+    let spec = got.resource.unwrap().spec.unwrap();
+    MachineConfigSpec::decode(spec.proto_spec.as_slice())
+        .unwrap()
+        .yaml_marshalled
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn try_mode_reverts_after_the_timeout() {
     let cluster = start(1, 0).await;
@@ -1101,26 +1109,13 @@ async fn try_mode_reverts_after_the_timeout() {
     let ch = channel(cluster.endpoint(0).unwrap(), admin())
         .await
         .unwrap();
-    let get = || GetRequest {
-        namespace: "config".into(),
-        r#type: "MachineConfigs.config.talos.dev".into(),
-        id: "v1alpha1".into(),
-        options: None,
-    };
-    let mut cosi = StateClient::new(ch.clone());
-    let current = |r: GetResponse| {
-        let spec = r.resource.unwrap().spec.unwrap();
-        MachineConfigSpec::decode(spec.proto_spec.as_slice())
-            .unwrap()
-            .yaml_marshalled
-    };
     let live = CP.replace("certSANs: []", "certSANs:\n        - 10.0.0.1");
     let mut req = apply_req(&live, Mode::Try, false);
     req.try_mode_timeout = Some(prost_types::Duration {
         seconds: 0,
         nanos: 600_000_000,
     });
-    let r = MachineServiceClient::new(ch)
+    let r = MachineServiceClient::new(ch.clone())
         .apply_configuration(req)
         .await
         .unwrap()
@@ -1132,15 +1127,9 @@ async fn try_mode_reverts_after_the_timeout() {
         "{}",
         r.messages[0].mode_details
     );
-    assert_eq!(
-        current(cosi.get(get()).await.unwrap().into_inner()),
-        live.as_bytes()
-    );
+    assert_eq!(active_config(&ch).await, live.as_bytes());
     tokio::time::sleep(Duration::from_millis(1000)).await;
-    assert_eq!(
-        current(cosi.get(get()).await.unwrap().into_inner()),
-        CP.as_bytes()
-    );
+    assert_eq!(active_config(&ch).await, CP.as_bytes());
     cluster.shutdown().await;
 }
 
@@ -1180,26 +1169,7 @@ async fn what_cancels_a_pending_try_rollback_depends_on_the_release() {
             "{release}: {refused:?}"
         );
         tokio::time::sleep(Duration::from_millis(1600)).await;
-        let running = MachineConfigSpec::decode(
-            StateClient::new(ch)
-                .get(GetRequest {
-                    namespace: "config".into(),
-                    r#type: "MachineConfigs.config.talos.dev".into(),
-                    id: "v1alpha1".into(),
-                    options: None,
-                })
-                .await
-                .unwrap()
-                .into_inner()
-                .resource
-                .unwrap()
-                .spec
-                .unwrap()
-                .proto_spec
-                .as_slice(),
-        )
-        .unwrap()
-        .yaml_marshalled;
+        let running = active_config(&ch).await;
         let expected = if cancelled { &live } else { &CP.to_string() };
         assert_eq!(
             String::from_utf8(running).unwrap(),
