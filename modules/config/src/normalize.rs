@@ -38,6 +38,17 @@ impl Rules {
             Rules::V1_13
         }
     }
+
+    /// The rules of a node running Talos `major.minor`: a config read from it and sent back is
+    /// encoded as the node itself would, so nothing it holds changes meaning (1.14 keeps an
+    /// empty `searchDomains.domains: []`, which clears the DHCP domains).
+    pub fn for_release(major: u64, minor: u64) -> Rules {
+        if (major, minor) >= (1, 14) {
+            Rules::V1_14
+        } else {
+            Rules::V1_13
+        }
+    }
 }
 
 impl Unset {

@@ -24,6 +24,7 @@ use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Opt, Params, Sp
 use ferro_talos_client::proto::common::ContainerdNamespace;
 use ferro_talos_client::{Apply, ApplyMode, ErrorKind, StaticPodComponent, TalosClient};
 use ferro_talos_config::MachineConfig;
+use ferro_talos_config::normalize::Rules;
 use ferro_talos_kube::{Change, Kube, SyncMode};
 use semver::Version;
 use serde_json::{Value, json};
@@ -687,7 +688,11 @@ impl Upgrade<'_> {
     /// `GuessVersionContract*`, `pkg/cluster/kubernetes/talos_managed.go` and `kubelet.go` @
     /// v1.14.1), applied without a reboot (`patchNodeConfig`: mode NO_REBOOT).
     async fn patch(&self, step: &Step) -> Result<(), ModuleError> {
-        let client = &self.node(&step.node).client;
+        let node = self.node(&step.node);
+        let (client, rules) = (
+            &node.client,
+            Rules::for_release(node.talos.major, node.talos.minor),
+        );
         let mut config = read_config(client, &step.node).await?;
         let section = Section::of(&config, step.component.name).unwrap_or(step.component.section);
         let image = Value::String(step.target_image.clone());
@@ -699,7 +704,7 @@ impl Upgrade<'_> {
         }
         client
             .apply_configuration(
-                config.to_yaml().as_bytes(),
+                config.to_yaml_with(rules).as_bytes(),
                 ApplyMode::NoReboot,
                 Apply::ForReal,
                 None,

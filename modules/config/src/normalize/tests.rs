@@ -244,3 +244,25 @@ version: v1alpha1
         vec!["machine.network.interfaces[0].vlans[0].vlanId"]
     );
 }
+
+/// A config read from a node and sent back keeps what it said: 1.14 writes an empty
+/// `searchDomains.domains` (`network.SearchDomainList`, whose `IsZero` is nil only, in
+/// `types/network/resolver.go` @ v1.14.1), which clears the DHCP domains; 1.13 drops it.
+#[test]
+fn a_node_config_is_sent_back_in_its_release_rules() {
+    assert_eq!(Rules::for_release(1, 13), Rules::V1_13);
+    assert_eq!(Rules::for_release(1, 14), Rules::V1_14);
+    assert_eq!(Rules::for_release(2, 0), Rules::V1_14);
+    let cfg = MachineConfig::parse(
+        "apiVersion: v1alpha1\nkind: ResolverConfig\nsearchDomains:\n    domains: []\n",
+    )
+    .unwrap();
+    assert!(
+        cfg.to_yaml_with(Rules::for_release(1, 14))
+            .contains("domains: []")
+    );
+    assert!(
+        !cfg.to_yaml_with(Rules::for_release(1, 13))
+            .contains("domains")
+    );
+}

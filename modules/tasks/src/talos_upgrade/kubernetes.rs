@@ -6,6 +6,7 @@ use std::time::Instant;
 use ferro_ansible_protocol::ModuleError;
 use ferro_talos_client::{Apply, ApplyMode, StaticPodComponent, TalosClient};
 use ferro_talos_config::MachineConfig;
+use ferro_talos_config::normalize::Rules;
 use semver::Version;
 use serde_json::{Map, Value, json};
 
@@ -189,6 +190,7 @@ pub fn plan_kubernetes(
 pub(super) async fn upgrade_kubernetes(
     client: &TalosClient,
     plan: &KubernetesPlan,
+    talos: &Version,
     deadline: Instant,
     report: &mut Report,
 ) -> Result<(), ModuleError> {
@@ -218,7 +220,7 @@ pub(super) async fn upgrade_kubernetes(
             rendered.push((component, before.version));
         }
     }
-    let yaml = config.to_yaml();
+    let yaml = config.to_yaml_with(Rules::for_release(talos.major, talos.minor));
     let applied = client
         .apply_configuration(yaml.as_bytes(), ApplyMode::NoReboot, Apply::ForReal, None)
         .await

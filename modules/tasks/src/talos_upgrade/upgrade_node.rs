@@ -194,7 +194,7 @@ pub(super) async fn upgrade_node(
                 client
             };
             if let Some(plan) = &k8s_plan {
-                upgrade_kubernetes(&client, plan, deadline, report).await?;
+                upgrade_kubernetes(&client, plan, &talos_after, deadline, report).await?;
                 done.push(format!("Kubernetes {} -> {}", plan.current, plan.target));
                 report.warnings.push(format!(
                     "{}: only this node's Kubernetes components moved; across a cluster a node's new \
