@@ -307,6 +307,16 @@ fn kind_for_status(code: Code, message: &str) -> ErrorKind {
         Code::PermissionDenied => ErrorKind::PermissionDenied,
         Code::Unauthenticated => ErrorKind::ClientCertRejected,
         Code::AlreadyExists => ErrorKind::AlreadyExists,
+        // Talos 1.14.1's Kubeconfig and GenerateClientConfiguration when the node's config lacks
+        // what they need (`k8s API server CA config is not set`, `cluster name and endpoint are
+        // not configured (...)`, v1alpha1_server.go @ v1.14.1): waiting does not help.
+        Code::FailedPrecondition
+            if lower.contains("config is not set") || lower.contains("are not configured") =>
+        {
+            ErrorKind::InvalidConfig {
+                reason: message.to_string(),
+            }
+        }
         Code::FailedPrecondition => ErrorKind::NotReady,
         Code::NotFound => ErrorKind::NotFound,
         Code::Unimplemented if lower.contains("machine type is not set") => {
@@ -554,6 +564,18 @@ mod tests {
             )
             .kind,
             ErrorKind::NotReady
+        );
+        let missing = "cluster name and endpoint are not configured (.cluster.controlPlane.endpoint or KubeClusterConfig document)";
+        let e = status_err("kubeconfig", Code::FailedPrecondition, missing);
+        assert_eq!(
+            e.kind,
+            ErrorKind::InvalidConfig {
+                reason: missing.into()
+            }
+        );
+        assert!(
+            e.to_string().contains("fix the config"),
+            "{e}: a config problem, not a wait"
         );
         assert_eq!(
             status_err("x", Code::NotFound, "no such file").kind,
