@@ -59,6 +59,7 @@ pub fn check(cfg: &MachineConfig, mode: Mode) -> Findings {
     }
     check_documents(cfg, &mut f);
     check_control_plane_only(cfg, &mut f);
+    check_control_plane_node_config(cfg, &mut f);
     match cfg.v1alpha1() {
         Some(v1) => check_v1alpha1(cfg, v1, mode, &mut f),
         None => f
@@ -1166,6 +1167,36 @@ pub const CONTROL_PLANE_ONLY_KINDS: &[&str] = &[
 
 /// `validateContainer` (container/validate.go at v1.14.0-rc.1): control-plane-only documents on a
 /// machine that is not a control plane, listed sorted and de-duplicated as Go's `%v` prints them.
+/// Talos 1.14.1 warns when a control plane's KubeNodeConfig lacks the control-plane role label:
+/// `.machine.nodeLabels` gets it added, the document is used as it is, so a node whose labels moved
+/// there without it loses the role (`config/container/validate.go` @ v1.14.1, lines 306-325). The
+/// taint is not checked, as upstream does not: leaving it out allows scheduling.
+fn check_control_plane_node_config(cfg: &MachineConfig, f: &mut Findings) {
+    const ROLE: &str = "node-role.kubernetes.io/control-plane";
+    let machine_type = cfg
+        .v1alpha1()
+        .map(|v1| s(v1, "/machine/type"))
+        .unwrap_or("");
+    if !matches!(machine_type, "controlplane" | "init") {
+        return;
+    }
+    let Some(node) = find_doc(cfg, "KubeNodeConfig") else {
+        return;
+    };
+    let has_role = node
+        .pointer("/labels")
+        .and_then(Value::as_object)
+        .is_some_and(|l| l.contains_key(ROLE));
+    let unregistered = node.pointer("/skipNodeRegistration") == Some(&Value::Bool(true));
+    if !has_role && !unregistered {
+        f.warnings.push(format!(
+            "KubeNodeConfig document should set the {ROLE:?} node label on control plane machines \
+             (and, unless scheduling on control planes is allowed, the \"{ROLE}: NoSchedule\" taint): \
+             unlike .machine.nodeLabels/.machine.nodeTaints, the document contents are used as-is"
+        ));
+    }
+}
+
 fn check_control_plane_only(cfg: &MachineConfig, f: &mut Findings) {
     let machine_type = cfg
         .v1alpha1()
