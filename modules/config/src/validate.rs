@@ -563,10 +563,38 @@ fn check_cluster(cfg: &MachineConfig, cluster: &Value, control_plane: bool, f: &
             .and_then(Value::as_str)
             .map(str::to_string)
     };
+    let section_without_endpoint = cluster.get("controlPlane").is_some_and(Value::is_object)
+        && !present(cluster, "/controlPlane/endpoint");
+    let moved_to_documents = find_doc(cfg, "KubeClusterConfig").is_some();
+    // Talos 1.14.1 refuses a `.cluster.controlPlane` section without its endpoint even when a
+    // KubeClusterConfig has one, and a legacy service account without the endpoint beside it
+    // (`v1alpha1_validation.go` @ v1.14.1, lines 389-405; 1.13.9 requires the endpoint always).
+    if section_without_endpoint && moved_to_documents {
+        f.errors.push(
+            "cluster controlplane endpoint is required (.cluster.controlPlane.endpoint); when the \
+             endpoint is migrated to the KubeClusterConfig document, the whole .cluster.controlPlane \
+             section should be removed (.cluster.controlPlane.localAPIServerPort is migrated to the \
+             KubeAPIServerConfig document)"
+                .into(),
+        );
+    }
+    if moved_to_documents
+        && cluster.get("serviceAccount").is_some_and(|v| !v.is_null())
+        && !present(cluster, "/controlPlane/endpoint")
+    {
+        f.errors.push(
+            ".cluster.serviceAccount requires the cluster endpoint to be set in the same document \
+             (.cluster.controlPlane.endpoint); when the cluster endpoint is migrated to the \
+             KubeClusterConfig document, .cluster.serviceAccount should be migrated to the \
+             KubeServiceAccountConfig document as well"
+                .into(),
+        );
+    }
     match endpoint.as_deref() {
-        None | Some("") => f
+        None | Some("") if !(section_without_endpoint && moved_to_documents) => f
             .errors
             .push("cluster controlplane endpoint is required".into()),
+        None | Some("") => {}
         Some(ep) => {
             if let Some(why) = endpoint_error(ep) {
                 f.errors
@@ -1285,6 +1313,34 @@ mod tests {
         let mut c = cp();
         c.docs[0]["cluster"]["controlPlane"] = json!({});
         assert!(has_error(&c, "cluster controlplane endpoint is required"));
+        // 1.14.1: the section goes as a whole once a KubeClusterConfig holds the endpoint, and
+        // the legacy service account needs the endpoint beside it (v1alpha1_validation.go).
+        let mut c = cp();
+        c.docs[0]["cluster"]["controlPlane"] = json!({"localAPIServerPort": 7445});
+        c.docs[0]["cluster"]["serviceAccount"] = json!({"key": "x"});
+        c.docs.push(json!({"apiVersion": "v1alpha1", "kind": "KubeClusterConfig", "clusterName": "c", "endpoint": "https://c:6443"}));
+        assert!(has_error(
+            &c,
+            "the whole .cluster.controlPlane section should be removed"
+        ));
+        assert!(has_error(
+            &c,
+            ".cluster.serviceAccount requires the cluster endpoint"
+        ));
+        assert!(!errors(&c).contains(&"cluster controlplane endpoint is required".to_string()));
+        c.docs[0]["cluster"]
+            .as_object_mut()
+            .unwrap()
+            .shift_remove("controlPlane");
+        c.docs[0]["cluster"]
+            .as_object_mut()
+            .unwrap()
+            .shift_remove("serviceAccount");
+        assert!(
+            errors(&c).iter().all(|e| !e.contains("endpoint")),
+            "{:?}",
+            errors(&c)
+        );
         for (ep, why) in [
             ("base:6443", "expected a URL"),
             ("https://:6443", "hostname is empty"),

@@ -276,6 +276,20 @@ const V1ALPHA1_CASES: &[Case] = &[
         "    certSANs: []\n    network:\n        interfaces:\n            - interface: bond0\n              bond:\n                  interfaces: [eth0]\n              bridge:\n                  interfaces: [eth1]\n",
         None,
     ),
+    // Talos 1.14.1 (v1alpha1_validation.go, lines 389-405): with the endpoint in KubeClusterConfig,
+    // a leftover `.cluster.controlPlane` section, or a legacy service account, is refused.
+    case(
+        "a controlPlane section beside KubeClusterConfig",
+        "cluster:\n    token:",
+        "cluster:\n    controlPlane:\n        localAPIServerPort: 7445\n    token:",
+        Some("the whole .cluster.controlPlane section should be removed"),
+    ),
+    case(
+        "a legacy service account without the endpoint beside it",
+        "cluster:\n    token:",
+        "cluster:\n    serviceAccount:\n        key: eA==\n    token:",
+        Some(".cluster.serviceAccount requires the cluster endpoint"),
+    ),
     case(
         "a registry mirror given as null",
         "    certSANs: []\n",
