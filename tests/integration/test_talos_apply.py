@@ -7,9 +7,9 @@ import yaml
 from sim_cluster import converge
 
 
-def render_and_apply(ansible, cluster, tmp_path, patch, name, mode="auto", check=False, try_timeout=60):
+def render_and_apply(ansible, cluster, tmp_path, patch, name, mode="auto", check=False, try_timeout=60, expect_ok=True):
     """Renders the first control plane's config with `patch` (rendering always runs for real) and applies it
-    with `mode`; returns the apply's result."""
+    with `mode`; returns the apply's result (which must succeed unless `expect_ok` is false)."""
     cp = cluster["cps"][0]
     dest = tmp_path / f"{name}.yaml"
 
@@ -39,7 +39,8 @@ def render_and_apply(ansible, cluster, tmp_path, patch, name, mode="auto", check
         },
     }
     run = ansible.run(play([apply]), check=check)
-    assert run.rc == 0, run.output
+    if expect_ok:
+        assert run.rc == 0, run.output
     return run
 
 
@@ -72,6 +73,23 @@ def test_talos_1_14_applies_without_a_reboot_and_the_result_says_the_change_wait
     assert result["changed"] and result["pending_reboot"] is True and result["reboot_required"] is False
     assert "take effect only at the node's next reboot" in run.output  # the warning, in the normal output
     assert sim.status()[0]["boot_id"] == boot, "1.14 does not reboot for a config"
+
+
+def test_talos_1_14_refuses_mode_reboot_and_the_error_says_what_to_use(ansible, sim_factory, tmp_path):
+    """Talos 1.14 answers a REBOOT apply on a configured node with Unimplemented, before it validates
+    (ApplyConfiguration in internal/app/machined/internal/server/v1alpha1/v1alpha1_server.go at v1.14.1): the task
+    fails naming the mode and the module to use instead, in check mode too, and the node neither changes nor
+    reboots."""
+    sim = sim_factory(control_planes=1, workers=0, version="v1.14.1")
+    cluster = converge(ansible, sim, tmp_path, bootstrap=False)
+    boot = sim.status()[0]["boot_id"]
+    for check in (True, False):
+        run = render_and_apply(ansible, cluster, tmp_path, ENV_CHANGE, "env", mode="reboot", check=check, expect_ok=False)
+        assert run.rc != 0, run.output
+        msg = run.task("apply")["result"]["msg"]
+        assert "the REBOOT mode is not supported" in msg, msg
+        assert "set mode: auto" in msg and "talos_reboot" in msg, msg
+    assert sim.status()[0]["boot_id"] == boot
 
 
 def test_talos_1_13_reboots_for_the_same_change(ansible, sim_factory, tmp_path):

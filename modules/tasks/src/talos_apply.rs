@@ -4,8 +4,8 @@ use std::time::{Duration, Instant};
 
 use ferro_ansible_protocol::{Context, Diff, ModuleError, ModuleResult, Opt, Params, Spec};
 use ferro_talos_client::{
-    Apply, ApplyMode, ConnectOptions, Credentials, FirstBoot, NodeMode, TalosClient,
-    wait_for_reboot, wait_until_running,
+    Apply, ApplyMode, ClientError, ConnectOptions, Credentials, ErrorKind, FirstBoot, NodeMode,
+    TalosClient, wait_for_reboot, wait_until_running,
 };
 use ferro_talos_config::{MachineConfig, diff, live, redact, risk};
 use serde_json::{Value, json};
@@ -368,7 +368,7 @@ async fn apply_configured(
                 Some(req.try_timeout),
             )
             .await
-            .map_err(|e| client_error(ctx, e))?;
+            .map_err(|e| apply_error(ctx, req, e))?;
         let (result, pending) = pending_until_reboot(result, reboot_required, reply.mode());
         let resolved = mode_label(reply.mode());
         // The dry-run text carries Talos's own, unmasked diff: keep only its summary line.
@@ -395,7 +395,7 @@ async fn apply_configured(
             Some(req.try_timeout),
         )
         .await
-        .map_err(|e| client_error(ctx, e))?;
+        .map_err(|e| apply_error(ctx, req, e))?;
     for w in &reply.warnings {
         ctx.warn(format!("{}: {w}", req.target.node));
     }
@@ -503,6 +503,22 @@ fn already_done(req: &Request, runs: bool, kept: bool) -> Option<String> {
         )),
         _ => None,
     }
+}
+
+/// A configured node's refusal of an apply. Talos 1.14 answers `mode: reboot` with Unimplemented
+/// (`the REBOOT mode is not supported, …`, ApplyConfiguration in v1alpha1_server.go @ v1.14.1):
+/// say which mode and which module do what was asked.
+fn apply_error(ctx: &Context, req: &Request, e: ClientError) -> ModuleError {
+    let reboot_gone = req.mode == ApplyMode::Reboot && e.kind == ErrorKind::Unimplemented;
+    let mut err = client_error(ctx, e);
+    if reboot_gone {
+        err.msg.push_str(
+            "; Talos 1.14 applies no config with a reboot: set mode: auto (the change then waits \
+             for the next boot, `pending_reboot` in the result) and reboot the node with \
+             ferro.talos.talos_reboot",
+        );
+    }
+    err
 }
 
 /// Talos 1.14 resolves AUTO to NO_REBOOT for every change (its `CanApplyImmediate` check is gone:
