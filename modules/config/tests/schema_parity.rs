@@ -33,8 +33,11 @@ const SCHEMA_KINDS: &[&str] = &[
 ];
 
 fn schema(name: &str) -> Value {
-    let path = ferro_talos_fixtures::dir().join("..").join(name);
-    let text = std::fs::read_to_string(&path)
+    schema_at(&ferro_talos_fixtures::dir().join("..").join(name))
+}
+
+fn schema_at(path: &std::path::Path) -> Value {
+    let text = std::fs::read_to_string(path)
         .unwrap_or_else(|e| panic!("upstream schema {}: {e}", path.display()));
     serde_json::from_str(&text).unwrap()
 }
@@ -84,7 +87,10 @@ fn full(defs: &Map<String, Value>, s: &Value, depth: usize) -> Value {
 }
 
 fn refusals(schema_file: &str) -> Vec<String> {
-    let s = schema(schema_file);
+    refusals_of(&schema(schema_file))
+}
+
+fn refusals_of(s: &Value) -> Vec<String> {
     let defs = s["$defs"].as_object().unwrap();
     let mut out = Vec::new();
     for entry in s["oneOf"].as_array().unwrap() {
@@ -148,5 +154,36 @@ fn every_key_upstreams_schemas_describe_is_one_the_table_accepts() {
             seen.iter().any(|s| s == known),
             "{known} is no longer refused"
         );
+    }
+}
+
+/// The same check against the schemas the released modules ship (`config/schemas/config.schema.json`
+/// of machinery v1.13.9 and v1.14.1, from the Go module cache): 1.14.1's also describes the GA's
+/// new keys (`ContainerConfig.security.machinedAccess`) and names `UnattendedInstallConfig` right.
+#[test]
+fn every_key_the_released_schemas_describe_is_one_the_table_accepts() {
+    for release in ferro_talos_oracle::Release::ALL {
+        let Some(source) = ferro_talos_oracle::machinery_source(release) else {
+            return;
+        };
+        let found = refusals_of(&schema_at(
+            &source.join("config/schemas/config.schema.json"),
+        ));
+        let unexpected: Vec<&String> = found
+            .iter()
+            .filter(|r| !SCHEMA_ERRORS.contains(&r.as_str()))
+            .filter(|r| !SCHEMA_KINDS.iter().any(|k| *r == &format!("kind {k}")))
+            .collect();
+        assert!(
+            unexpected.is_empty(),
+            "{}: the field table refuses what the schema describes:\n{unexpected:?}",
+            release.tag()
+        );
+        if release == ferro_talos_oracle::Release::V1_14_1 {
+            assert!(
+                !found.iter().any(|r| r.contains("UnattendedInstall")),
+                "the GA schema names the kind as the registry does: {found:?}"
+            );
+        }
     }
 }
