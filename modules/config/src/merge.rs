@@ -137,8 +137,7 @@ impl At {
     /// Whether a patch's list replaces the config's here instead of being appended to it.
     fn replaces_list(&self) -> bool {
         let schema = self.schema.as_str();
-        REPLACE_LISTS.contains(&schema)
-            || (self.rules == Rules::V1_14 && REPLACE_LISTS_SINCE_1_14.contains(&schema))
+        REPLACE_LISTS.contains(&schema) || lists_replaced_since_1_14(self.rules).contains(&schema)
     }
 
     fn key(&self, k: &str, dynamic: bool) -> At {
@@ -238,13 +237,22 @@ pub(crate) fn merge_document(
 /// The fields a patch's value replaces wholesale under `rules`, as schema paths: what upstream's
 /// `merge:"replace"` tags say (pkg/machinery/config/merge/merge.go).
 pub fn replaced_wholesale(rules: Rules) -> Vec<&'static str> {
-    let since_1_14: &[&str] = match rules {
-        Rules::V1_13 => &[],
-        Rules::V1_14 => REPLACE_LISTS_SINCE_1_14,
-    };
-    let mut all: Vec<&'static str> = [REPLACE_LISTS, since_1_14, REPLACE_OBJECTS].concat();
+    let mut all: Vec<&'static str> = [
+        REPLACE_LISTS,
+        lists_replaced_since_1_14(rules),
+        REPLACE_OBJECTS,
+    ]
+    .concat();
     all.sort_unstable();
     all
+}
+
+/// The lists `rules`' release replaces beyond [`REPLACE_LISTS`].
+fn lists_replaced_since_1_14(rules: Rules) -> &'static [&'static str] {
+    match rules {
+        Rules::V1_13 => &[],
+        Rules::V1_14 => REPLACE_LISTS_SINCE_1_14,
+    }
 }
 
 fn merge_value(left: &mut Value, right: &Value, at: &At, mode: Mode) -> Result<()> {

@@ -32,11 +32,7 @@ pub enum Rules {
 impl Rules {
     /// The rules of the talosctl that renders for `contract`: 1.14's from 1.14 on.
     pub fn for_contract(contract: Contract) -> Rules {
-        if contract >= Contract::V1_14 {
-            Rules::V1_14
-        } else {
-            Rules::V1_13
-        }
+        Rules::for_release(contract.major.into(), contract.minor.into())
     }
 
     /// The rules of a node running Talos `major.minor`: a config read from it and sent back is
