@@ -155,3 +155,24 @@ impl Drop for Oracle {
         let _ = self.child.wait();
     }
 }
+
+/// Upstream's etcd server and etcdutl (`tools/etcd/build`, from the Go module proxy), for
+/// talos-sim's real backend: their paths, built if needed, or `None` after a printed reason.
+pub fn etcd_programs() -> Option<(PathBuf, PathBuf)> {
+    let build = checkout().join("tools/etcd/build");
+    let built = Command::new(&build)
+        .env(DIR_VARIABLE, upstream_dir())
+        .stdout(Stdio::inherit())
+        .stderr(Stdio::inherit())
+        .status();
+    match built {
+        Ok(s) if s.success() => {}
+        Ok(s) if s.code() == Some(3) => {
+            return skip("upstream's etcd cannot be built: go is not installed");
+        }
+        Ok(s) => return skip(&format!("{} failed ({s})", build.display())),
+        Err(e) => return skip(&format!("{}: {e}", build.display())),
+    }
+    let dir = upstream_dir();
+    Some((dir.join("etcd-v3.7.1"), dir.join("etcdutl-v3.7.1")))
+}

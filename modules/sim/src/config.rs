@@ -41,6 +41,18 @@ pub struct SimConfig {
     /// Ignore `base_address` and start a new cluster at 127.0.B.1 in a free block of these
     /// (`blocks.rs`); a stored cluster keeps its addresses.
     pub address_blocks: Option<AddressBlocks>,
+    /// What answers for etcd: the simulator's model, or real etcd members (`real/mod.rs`).
+    pub backend: Backend,
+}
+
+/// What plays etcd behind the simulated control planes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Backend {
+    /// The simulator's own model of etcd's membership, quorum and snapshots (fast; the default).
+    #[default]
+    Model,
+    /// A real etcd member per control plane, run from upstream's programs.
+    Real(crate::real::EtcdBinaries),
 }
 
 impl Default for SimConfig {
@@ -59,6 +71,7 @@ impl Default for SimConfig {
             state_dir: None,
             in_memory: false,
             address_blocks: None,
+            backend: Backend::Model,
         }
     }
 }

@@ -48,6 +48,7 @@ mod kube;
 mod listeners;
 pub mod mcfg;
 pub mod pki;
+pub mod real;
 mod reboot;
 mod registry;
 mod reset;
@@ -74,9 +75,10 @@ use serde::{Deserialize, Serialize};
 use tokio::task::JoinHandle;
 
 pub use blocks::AddressBlocks;
-pub use config::SimConfig;
+pub use config::{Backend, SimConfig};
 pub use fault_kind::FaultKind;
 pub use kube::DrainTimes;
+pub use real::EtcdBinaries;
 pub use state::Faults;
 
 use state::Shared;
@@ -159,6 +161,9 @@ impl Cluster {
         let control_cfg = cfg.control_address;
         let talos_drain = cfg.talos_drain;
         let shared = Shared::new(cfg, store, restored)?;
+        if let Some(real) = &shared.real {
+            real.supervise(Arc::downgrade(&shared));
+        }
         {
             let mut st = shared.lock();
             st.kube.talos_drain = talos_drain;
@@ -360,6 +365,9 @@ impl Cluster {
         for t in self.tasks {
             t.abort();
             let _ = t.await;
+        }
+        if let Some(real) = &self.shared.real {
+            real.shutdown();
         }
         if let Some(store) = &self.shared.store {
             store.close();

@@ -166,6 +166,16 @@ pub fn run(shared: &Arc<Shared>, idx: usize, plan: ResetPlan, actor: String) {
             // The drain comes first and never stops the reset (upstream logs its errors).
             let _ = crate::shutdown::talos_drain(&shared, idx).await;
         }
+        // With the real backend, etcd itself lets the member go or refuses.
+        let refusal = match shared.real.clone() {
+            Some(real) if leave => {
+                let on = shared.clone();
+                tokio::task::spawn_blocking(move || crate::real::answers::leave(&on, &real, idx))
+                    .await
+                    .map_or_else(|e| Some(e.to_string()), Result::err)
+            }
+            _ => refusal,
+        };
         let aborted = {
             let mut st = shared.lock();
             let mut phases = Vec::new();
@@ -250,7 +260,7 @@ pub fn run(shared: &Arc<Shared>, idx: usize, plan: ResetPlan, actor: String) {
                     n.installed = false;
                     n.persisted = None;
                     n.pending_version = None;
-                    n.etcd_data = false;
+                    n.drop_etcd_data();
                     n.etcd_snapshot = None;
                 }
                 SystemWipe::Volumes(labels) => {
@@ -259,7 +269,7 @@ pub fn run(shared: &Arc<Shared>, idx: usize, plan: ResetPlan, actor: String) {
                             "META" => n.installed = false,
                             "STATE" => n.persisted = None,
                             "EPHEMERAL" => {
-                                n.etcd_data = false;
+                                n.drop_etcd_data();
                                 n.etcd_snapshot = None;
                             }
                             _ => {}

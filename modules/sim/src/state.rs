@@ -200,6 +200,9 @@ pub struct Node {
     /// Bumped to cancel a pending TRY rollback.
     pub try_token: u64,
     pub etcd_data: bool,
+    /// How many times the node's etcd data went (a leave, a wipe): the real backend removes
+    /// the member's data directory for each, however soon the node joins again.
+    pub etcd_data_drops: u64,
     pub reboot_pending: bool,
     pub upgrade_running: bool,
     /// A legacy upgrade stopped the node's services before its installer refused to run; they
@@ -256,6 +259,12 @@ impl Node {
     pub fn maintenance(&self) -> bool {
         self.active.is_none()
     }
+    /// The node's etcd data is gone (left the cluster, or wiped).
+    pub fn drop_etcd_data(&mut self) {
+        self.etcd_data = false;
+        self.etcd_data_drops += 1;
+    }
+
     /// The node's etcd member does not serve: the etcd_down fault, or services stopped.
     pub fn etcd_stopped(&self) -> bool {
         self.faults.etcd_down || self.services_stopped || self.etcd_left
@@ -342,6 +351,8 @@ pub struct Shared {
     /// The deadline (`grpc-timeout`) the last call of each method came with, by method path:
     /// what tests read to see which deadline a module gave a call.
     pub deadlines: Mutex<BTreeMap<String, Duration>>,
+    /// With the real backend: the etcd members the control planes run.
+    pub real: Option<Arc<crate::real::RealEtcd>>,
 }
 
 /// The locked state. Dropping it saves the state to the state directory (if any) when it
@@ -504,7 +515,7 @@ impl State {
             }
         }
         if let Some(n) = self.nodes.get_mut(node) {
-            n.etcd_data = false;
+            n.drop_etcd_data();
             n.etcd_left = true;
         }
     }
@@ -574,6 +585,18 @@ impl Shared {
         restored: Option<Restored>,
     ) -> anyhow::Result<Arc<Shared>> {
         cfg.validate()?;
+        let real = match &cfg.backend {
+            crate::config::Backend::Model => None,
+            crate::config::Backend::Real(bins) => {
+                let dir = store.as_ref().map(|s| s.dir());
+                let in_memory = store.as_ref().is_none_or(|s| !s.persists());
+                Some(Arc::new(crate::real::RealEtcd::new(
+                    bins.clone(),
+                    dir,
+                    in_memory,
+                )?))
+            }
+        };
         let mut nodes = Vec::new();
         let mut run = Vec::new();
         let mut events = Vec::new();
@@ -604,6 +627,7 @@ impl Shared {
                 persisted: None,
                 try_token: 0,
                 etcd_data: false,
+                etcd_data_drops: 0,
                 reboot_pending: false,
                 upgrade_running: false,
                 services_stopped: false,
@@ -652,6 +676,7 @@ impl Shared {
             store,
             stop: Notify::new(),
             deadlines: Mutex::default(),
+            real,
         });
         match restored {
             None => {

@@ -401,6 +401,11 @@ impl Store {
         self
     }
 
+    /// Whether the state is written to the directory (not an in-memory cluster).
+    pub fn persists(&self) -> bool {
+        self.persist
+    }
+
     pub fn dir(&self) -> &Path {
         &self.dir
     }

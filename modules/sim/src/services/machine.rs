@@ -9,6 +9,7 @@ use ferro_talos_proto::machine::*;
 use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status};
 
+use crate::real::answers as real_etcd;
 use crate::routing::{BoxStream, Ctx, Target};
 use crate::state::{self, EtcdRefusal, Shared, new_uuid, services_for};
 use crate::{apply, impl_item, pki};
@@ -361,8 +362,22 @@ impl MachineService for Machine {
                 return Err(Status::already_exists("etcd data directory is not empty"));
             }
             // A recovery answers at once; the etcd service restores the uploaded snapshot in its
-            // pre stage, and a snapshot that does not restore leaves the service failed.
-            if recover.recover_etcd {
+            // pre stage, and a snapshot that does not restore leaves the service failed. With
+            // the real backend, etcd's own restore decides.
+            if let Some(real) = shared.real.clone() {
+                let spec = real.spec(t.idx, &n.hostname, n.address);
+                if recover.recover_etcd {
+                    let snapshot = real.snapshot_path(t.idx);
+                    let skip = recover.recover_skip_hash_check;
+                    if let Err(why) = real.restore(&spec, &snapshot, skip) {
+                        st.nodes[t.idx].etcd_failed = Some(why);
+                        shared.end_boot_for_bootstrap(&mut st, t.idx);
+                        return one(Bootstrap { metadata: None });
+                    }
+                } else {
+                    real.request_bootstrap(t.idx);
+                }
+            } else if recover.recover_etcd {
                 let check = crate::etcd_snapshot::restore_check(
                     n.etcd_snapshot.as_ref(),
                     recover.recover_skip_hash_check,
@@ -420,6 +435,19 @@ impl MachineService for Machine {
                 .0
                 .unary(request.metadata(), &path("EtcdMemberList"), |t| {
                     etcd_node_check(&shared, t, "member list")?;
+                    if let Some(real) = &shared.real {
+                        let Some(members) =
+                            real_etcd::member_list(&shared, real, t.idx, query_local)
+                        else {
+                            unreachable.set(true);
+                            return Err(Status::deadline_exceeded("context deadline exceeded"));
+                        };
+                        return one(EtcdMembers {
+                            metadata: None,
+                            legacy_members: members.iter().map(|m| m.hostname.clone()).collect(),
+                            members,
+                        });
+                    }
                     let st = shared.lock();
                     let me = &st.nodes[t.idx];
                     let reachable =
@@ -455,6 +483,10 @@ impl MachineService for Machine {
             .0
             .unary(request.metadata(), &path("EtcdRemoveMemberByID"), |t| {
                 etcd_node_check(&shared, t, "etcd remove member")?;
+                if let Some(real) = &shared.real {
+                    real_etcd::remove_member(&shared, real, t.idx, id)?;
+                    return one(EtcdRemoveMemberById { metadata: None });
+                }
                 let mut st = shared.lock();
                 let ip = st.nodes[t.idx].address.to_string();
                 let members = st.etcd.as_ref().ok_or_else(|| etcd_refused(&ip))?;
@@ -509,6 +541,12 @@ impl MachineService for Machine {
             .0
             .unary(request.metadata(), &path("EtcdLeaveCluster"), |t| {
                 etcd_node_check(&shared, t, "etcd leave")?;
+                if let Some(real) = &shared.real {
+                    real_etcd::leave(&shared, real, t.idx).map_err(|why| {
+                        Status::unknown(format!("failed to leave cluster: {why}"))
+                    })?;
+                    return one(EtcdLeaveCluster { metadata: None });
+                }
                 let mut st = shared.lock();
                 let me = &st.nodes[t.idx];
                 let own = st
@@ -576,9 +614,35 @@ impl MachineService for Machine {
         };
         let mut stream = request.into_inner();
         let mut upload = crate::etcd_snapshot::Upload::default();
+        // With the real backend the bytes are kept too, for etcd's restore: in a temporary
+        // file renamed over the node's snapshot once the upload is complete.
+        let mut kept = match &shared.real {
+            Some(real) if !takers.is_empty() => {
+                let old = {
+                    let st = shared.lock();
+                    takers
+                        .iter()
+                        .filter(|&&i| crate::version::minor(&st.nodes[i].version) < 14)
+                        .map(|&i| real.snapshot_path(i))
+                        .collect::<Vec<_>>()
+                };
+                for path in old {
+                    let _ = std::fs::remove_file(path);
+                }
+                let tmp = real.snapshot_path(takers[0]).with_extension("upload");
+                let file = std::fs::File::create(&tmp)
+                    .map_err(|e| Status::internal(format!("keeping the snapshot: {e}")))?;
+                Some((tmp, file))
+            }
+            _ => None,
+        };
         let started = Instant::now();
         while let Some(chunk) = stream.message().await? {
             upload.push(&chunk.bytes);
+            if let Some((_, file)) = kept.as_mut() {
+                file.write_all(&chunk.bytes)
+                    .map_err(|e| Status::internal(format!("keeping the snapshot: {e}")))?;
+            }
             if let Some(rate) = rate {
                 let due = Duration::from_secs_f64(upload.size() as f64 / rate as f64);
                 if let Some(wait) = due.checked_sub(started.elapsed()) {
@@ -592,6 +656,13 @@ impl MachineService for Machine {
         // and drops it, so only an upload that really ended is kept.
         tokio::task::yield_now().await;
         let uploaded = upload.finish();
+        if let (Some(real), Some((tmp, file))) = (&shared.real, kept) {
+            drop(file);
+            for &i in &takers {
+                let _ = std::fs::copy(&tmp, real.snapshot_path(i));
+            }
+            let _ = std::fs::remove_file(tmp);
+        }
         let mut st = shared.lock();
         for i in takers {
             st.nodes[i].etcd_snapshot = Some(uploaded.clone());
@@ -631,6 +702,12 @@ impl MachineService for Machine {
             .0
             .streaming(request.metadata(), &path("EtcdSnapshot"), |t| {
                 etcd_node_check(&shared, t, "etcd snapshot")?;
+                if let Some(real) = &shared.real {
+                    return Ok(chunks(
+                        real_etcd::snapshot(&shared, real, t.idx)?,
+                        16 * 1024,
+                    ));
+                }
                 let st = shared.lock();
                 let me = &st.nodes[t.idx];
                 let Some(members) = st.etcd.as_ref() else {
@@ -653,6 +730,12 @@ impl MachineService for Machine {
         let shared = self.shared().clone();
         let messages = self.0.unary(request.metadata(), &path("EtcdStatus"), |t| {
             etcd_node_check(&shared, t, "etcd status")?;
+            if let Some(real) = &shared.real {
+                return one(EtcdStatus {
+                    metadata: None,
+                    member_status: Some(real_etcd::status(&shared, real, t.idx)?),
+                });
+            }
             let st = shared.lock();
             let me = &st.nodes[t.idx];
             let wrap = |s: Status| {

@@ -9,7 +9,7 @@ use anyhow::{Result, bail};
 use clap::{Args, Parser, Subcommand};
 use ferro_talos_sim::control::NodeRef;
 use ferro_talos_sim::store::StoredCluster;
-use ferro_talos_sim::{AddressBlocks, DrainTimes, FaultKind, SimConfig};
+use ferro_talos_sim::{AddressBlocks, Backend, DrainTimes, EtcdBinaries, FaultKind, SimConfig};
 
 /// A real node refuses Bootstrap for a few seconds after boot (CRI not up, clock not synced);
 /// the simulator's binary does the same by default, so clients have to retry as they must
@@ -206,9 +206,38 @@ pub struct ProcessArgs {
     /// outlive it, even when it is killed.
     #[arg(long, value_name = "PID")]
     pub parent_pid: Option<u32>,
+    /// What plays etcd behind the control planes: the simulator's own model (fast), or a real
+    /// etcd member per control plane (upstream's etcd, built by tools/etcd/build).
+    #[arg(long, value_enum, default_value_t = BackendKind::Model)]
+    pub backend: BackendKind,
+    /// With --backend real: the directory holding upstream's programs [default:
+    /// $FERRO_UPSTREAM_DIR, else target/upstream].
+    #[arg(long, value_name = "DIR")]
+    pub upstream_dir: Option<PathBuf>,
+}
+
+/// `--backend`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum BackendKind {
+    Model,
+    Real,
 }
 
 impl ProcessArgs {
+    /// The backend the flags ask for; for `real`, where its programs are.
+    fn backend(&self) -> Backend {
+        match self.backend {
+            BackendKind::Model => Backend::Model,
+            BackendKind::Real => {
+                let dir = self.upstream_dir.clone().unwrap_or_else(|| {
+                    std::env::var_os("FERRO_UPSTREAM_DIR")
+                        .map_or_else(|| PathBuf::from("target/upstream"), PathBuf::from)
+                });
+                Backend::Real(EtcdBinaries::in_dir(&dir))
+            }
+        }
+    }
+
     /// Talos's drain times: the flags given, `upstream`'s for the others.
     fn talos_drain(&self, upstream: DrainTimes) -> DrainTimes {
         let ms = |flag: Option<u64>, d: Duration| flag.map_or(d, Duration::from_millis);
@@ -303,6 +332,7 @@ impl Layout {
             state_dir: None,
             in_memory: false,
             address_blocks,
+            backend: process.backend(),
         })
     }
 
