@@ -19,6 +19,28 @@ import tempfile
 import pytest
 
 BLOCKS = "20-249"
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+UPSTREAM_DIR = pathlib.Path(os.environ.get("FERRO_UPSTREAM_DIR") or ROOT / "target" / "upstream")
+# What plays etcd behind the simulated control planes: the simulator's model, or real etcd members
+# (`--backend real`, upstream's etcd built by tools/etcd/build). Tests of etcd's behaviour run on both.
+BACKENDS = ("model", "real")
+
+
+def backend_args(backend):
+    """The talos-sim flags for `backend`. For `real`, upstream's etcd is built first (once; the build
+    keeps a binary newer than its module); without Go the test skips, saying why, and
+    FERRO_REQUIRE_UPSTREAM=1 (CI) makes that a failure."""
+    if backend == "model":
+        return ()
+    if shutil.which("go") is None and not (UPSTREAM_DIR / "etcd-v3.7.1").is_file():
+        reason = "upstream's etcd cannot be built: go is not installed (the real backend runs it)"
+        if os.environ.get("FERRO_REQUIRE_UPSTREAM") == "1":
+            pytest.fail(reason + "; FERRO_REQUIRE_UPSTREAM=1 makes this a failure", pytrace=False)
+        pytest.skip(reason)
+    if shutil.which("go") is not None:
+        subprocess.run([str(ROOT / "tools" / "etcd" / "build")], check=True, timeout=900,
+                       env={**os.environ, "FERRO_UPSTREAM_DIR": str(UPSTREAM_DIR)})
+    return ("--backend", "real", "--upstream-dir", str(UPSTREAM_DIR))
 
 
 def binary():

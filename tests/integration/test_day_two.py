@@ -15,6 +15,7 @@ import time
 import pytest
 import yaml
 
+from talos_sim import BACKENDS, backend_args
 from test_talos_upgrade import converged
 
 kubernetes = pytest.importorskip("kubernetes", reason="the kubernetes package is in tools/requirements.txt")
@@ -50,8 +51,9 @@ def kube_nodes(ansible, inventory, tmp_path):
     return sorted(n.metadata.name for n in kubernetes.client.CoreV1Api(client).list_node().items)
 
 
-def test_scale_down_by_a_control_plane_and_a_worker(ansible, sim_factory, tmp_path):
-    sim, inventory = converged(ansible, sim_factory, tmp_path, control_planes=3, workers=2)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_scale_down_by_a_control_plane_and_a_worker(ansible, sim_factory, tmp_path, backend):
+    sim, inventory = converged(ansible, sim_factory, tmp_path, control_planes=3, workers=2, extra=backend_args(backend))
     names = {n["address"]: n["hostname"].lower() for n in sim.status()}
     deadline = time.time() + 10
     while len(kube_nodes(ansible, inventory, tmp_path)) < 5:
@@ -122,6 +124,8 @@ def test_scale_down_by_a_control_plane_and_a_worker(ansible, sim_factory, tmp_pa
 
 
 def test_a_dead_control_plane_leaves_etcd_by_id_and_a_healthy_one_would_leave_itself(ansible, sim_factory, tmp_path):
+    # Model only for now: with the real backend the powered-off member was missing from etcd's list
+    # (docs/talos-fidelity.md, "The model checked against real etcd", open).
     sim, inventory = converged(ansible, sim_factory, tmp_path, control_planes=3, workers=0)
     cp = [n["address"] for n in sim.nodes]
     secrets = {"secrets_file": "{{ talos_secrets_file }}"}

@@ -6,10 +6,12 @@ Upstream (tag v1.13.9): v1alpha1_server.go EtcdRecover and Bootstrap (recover_et
 service's restore (internal/app/machined/pkg/system/services/etcd.go); docs/talos-fidelity.md has the rows.
 """
 
+import pytest
 import yaml
 
 from conftest import ROOT
 from sim_cluster import converge
+from talos_sim import BACKENDS, backend_args
 
 
 def documented_examples():
@@ -20,8 +22,9 @@ def play(*tasks):
     return yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": list(tasks)}])
 
 
-def test_the_documented_recovery_brings_etcd_back(ansible, sim_factory, tmp_path):
-    sim = sim_factory(control_planes=3, workers=0)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_documented_recovery_brings_etcd_back(ansible, sim_factory, tmp_path, backend):
+    sim = sim_factory(control_planes=3, workers=0, extra=backend_args(backend))
     cluster = converge(ansible, sim, tmp_path)
     cps = cluster["cps"]
     secrets = str(cluster["secrets"])

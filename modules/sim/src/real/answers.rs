@@ -126,8 +126,15 @@ pub fn remove_member(shared: &Shared, real: &RealEtcd, idx: usize, id: u64) -> R
     }
 }
 
-/// `LeaveCluster`: the node's own member id from its own etcd, then its removal. Err is the
-/// text after Talos's "failed to leave cluster: ".
+/// How long a leave asks again while etcd answers "unhealthy cluster" or "server stopped".
+/// Upstream retries for 5 minutes, every 10 s; etcd says "unhealthy" of a healthy cluster while a
+/// member's peers have been connected for less than its `HealthInterval` (5 s, etcd
+/// `server/etcdserver/server.go`), as right after a join or a reboot, which this covers.
+const LEAVE_RETRY: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// `LeaveCluster` (`internal/pkg/etcd/etcd.go` @ v1.14.1): the node's own member id from its
+/// own etcd, then its removal, asked again while etcd refuses as unhealthy or stopping; a member
+/// already gone is a success. Err is the text after Talos's "failed to leave cluster: ".
 pub fn leave(shared: &Shared, real: &RealEtcd, idx: usize) -> Result<(), String> {
     let own = endpoints(shared, real, idx, true);
     let ips = endpoints(shared, real, idx, false);
@@ -137,8 +144,20 @@ pub fn leave(shared: &Shared, real: &RealEtcd, idx: usize) -> Result<(), String>
                 "failed to get local etcd member ID: context deadline exceeded".to_owned()
             })?
             .member_id;
-        first_answer(&ips, |gw| gw.member_remove(id))
-            .map_err(|e| format!("failed to remove member {id}: {e}"))
+        let deadline = std::time::Instant::now() + LEAVE_RETRY;
+        loop {
+            match first_answer(&ips, |gw| gw.member_remove(id)) {
+                Ok(()) | Err(GatewayError::Refused { code: 5, .. }) => return Ok(()),
+                Err(GatewayError::Refused { message, .. })
+                    if (message.ends_with("unhealthy cluster")
+                        || message.ends_with("server stopped"))
+                        && std::time::Instant::now() < deadline =>
+                {
+                    std::thread::sleep(std::time::Duration::from_secs(1));
+                }
+                Err(e) => return Err(format!("failed to remove member {id}: {e}")),
+            }
+        }
     });
     outcome?;
     shared.lock().leave_etcd(idx);
