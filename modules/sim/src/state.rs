@@ -902,16 +902,19 @@ impl Shared {
         };
         for n in st.nodes.iter_mut() {
             if n.up && n.is_control_plane() && !n.etcd_left {
+                // A node joining with no data first removes a member of its own hostname (one a
+                // reset without leaving etcd left registered), then joins under a new id
+                // (`addMember` in internal/app/machined/pkg/system/services/etcd.go @ v1.14.1;
+                // real etcd showed it: modules/sim/tests/real_etcd.rs).
+                if !n.etcd_data {
+                    members.retain(|m| m.node != n.index);
+                }
                 if !members.iter().any(|m| m.node == n.index) {
                     members.push(EtcdMember {
                         node: n.index,
                         id: rand::random::<u64>() >> 1,
                     });
                 }
-                // A member that was left registered (a reset without leaving etcd) rejoins
-                // under its old id; upstream's addMember (internal/app/machined/pkg/system/
-                // services/etcd.go) removes the member of the same hostname itself and rejoins
-                // as a learner with a new id.
                 n.etcd_data = true;
             }
         }

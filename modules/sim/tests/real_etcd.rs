@@ -401,3 +401,60 @@ async fn a_killed_simulator_leaves_no_etcd_behind() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// A control plane reset without leaving etcd (EPHEMERAL wiped, not graceful) leaves its member
+/// registered; booting again with no data, its etcd removes the member of its hostname and joins
+/// under a new id (`addMember` in services/etcd.go @ v1.14.1). The same steps on both backends.
+async fn wiped_member_rejoins_under_a_new_id(backend: Backend) {
+    let cluster = start_real(backend, 3, 0).await;
+    let host = |i: usize| cluster.node(i).unwrap().hostname;
+    let mut m = machine(cluster.endpoint(0).unwrap(), admin()).await;
+    m.bootstrap(BootstrapRequest::default()).await.unwrap();
+    let before = voting_members(&mut m, 3).await;
+    let old = id_of(&before, &host(2));
+    let mut third = machine(cluster.endpoint(2).unwrap(), admin()).await;
+    third
+        .reset(ResetRequest {
+            graceful: false,
+            reboot: true,
+            system_partitions_to_wipe: vec![ResetPartitionSpec {
+                label: "EPHEMERAL".into(),
+                wipe: true,
+            }],
+            user_disks_to_wipe: vec![],
+            mode: 0,
+        })
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let after = loop {
+        let now = list(&mut m).await;
+        let rejoined = now
+            .iter()
+            .any(|e| e.hostname == host(2) && e.id != old && !e.is_learner);
+        if rejoined && now.len() == 3 {
+            break now;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no rejoin under a new id: {now:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(after.iter().all(|e| e.id != old), "{after:?}");
+    assert_eq!(id_of(&after, &host(0)), id_of(&before, &host(0)));
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn model_wiped_member_rejoins_under_a_new_id() {
+    wiped_member_rejoins_under_a_new_id(Backend::Model).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_wiped_member_rejoins_under_a_new_id() {
+    let Some(backend) = real_backend() else {
+        return;
+    };
+    wiped_member_rejoins_under_a_new_id(backend).await;
+}

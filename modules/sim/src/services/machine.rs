@@ -653,8 +653,9 @@ impl MachineService for Machine {
         // tonic's server reads a client's reset (RST_STREAM CANCEL: a deadline that passed, a
         // file that could not be read) as the end of the stream, where grpc-go's Recv, and so
         // Talos, fails with Canceled and keeps nothing. Once this call waits, hyper sees the reset
-        // and drops it, so only an upload that really ended is kept.
-        tokio::task::yield_now().await;
+        // and drops it, so only an upload that really ended is kept. A yield was not always
+        // enough on a loaded machine (a CI run kept half an upload): the call waits 100 ms.
+        tokio::time::sleep(Duration::from_millis(100)).await;
         let uploaded = upload.finish();
         if let (Some(real), Some((tmp, file))) = (&shared.real, kept) {
             drop(file);
