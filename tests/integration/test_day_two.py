@@ -194,3 +194,25 @@ def test_the_readme_scale_down_runs_as_written(ansible, sim_factory, tmp_path):
     ]
     again = project.run("ansible-playbook scale_down.yml")
     assert again.rc == 0 and again.recap()["changed"] == 0, again.output
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_with_etcd_quorum_lost_the_modules_refuse_and_change_nothing(ansible, sim_factory, tmp_path, backend):
+    """Two of three members stopped: etcd has no quorum (with the real backend, two real etcd processes
+    are stopped). Neither a graceful reset of the last live control plane nor the removal of a stopped
+    member may go ahead; each fails naming etcd, and no node changes."""
+    sim, inventory = converged(ansible, sim_factory, tmp_path, control_planes=3, workers=0, healthy=True,
+                               extra=backend_args(backend))
+    cp = [n["address"] for n in sim.nodes]
+    secrets = {"secrets_file": "{{ talos_secrets_file }}"}
+    for index in (1, 2):
+        sim.control(op="fault", node=index, etcd_down=True)
+    before = state(sim)
+    reset = play({"name": "reset", "ferro.talos.talos_reset": {"node": cp[0], "confirm": "reset", "timeout": 60, **secrets}})
+    remove = play({"name": "member", "ferro.talos.talos_etcd_member": {"node": cp[0], "member": cp[2], **secrets}})
+    for task, name in ((reset, "reset"), (remove, "member")):
+        run = ansible.run(task, inventory=inventory)
+        assert run.rc != 0, run.output
+        msg = run.task(name)["result"]["msg"]
+        assert "etcd" in msg, msg
+        assert state(sim) == before, f"{name} changed the cluster: {msg}"

@@ -458,3 +458,33 @@ async fn real_wiped_member_rejoins_under_a_new_id() {
     };
     wiped_member_rejoins_under_a_new_id(backend).await;
 }
+
+/// A control plane whose own etcd is down still answers the cluster's member list (Talos's
+/// client asks the other control planes' members), but not the local one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_member_list_from_a_node_whose_etcd_is_down() {
+    let Some(backend) = real_backend() else {
+        return;
+    };
+    let cluster = start_real(backend, 3, 0).await;
+    let mut m = machine(cluster.endpoint(0).unwrap(), admin()).await;
+    m.bootstrap(BootstrapRequest::default()).await.unwrap();
+    voting_members(&mut m, 3).await;
+    cluster.update_faults(1, |f| f.etcd_down = true).unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut sick = machine(cluster.endpoint(1).unwrap(), admin()).await;
+    let mut req = tonic::Request::new(EtcdMemberListRequest::default());
+    req.set_timeout(Duration::from_secs(5));
+    let started = Instant::now();
+    let answer = sick.etcd_member_list(req).await;
+    let members = answer.expect("the cluster's list").into_inner().messages[0]
+        .members
+        .len();
+    assert_eq!(members, 3);
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    cluster.shutdown().await;
+}
