@@ -488,3 +488,47 @@ async fn real_member_list_from_a_node_whose_etcd_is_down() {
     );
     cluster.shutdown().await;
 }
+
+/// A cluster kept in a state directory keeps its etcd there: a simulator started again on the
+/// directory brings the same members back, with their data.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_members_come_back_with_the_state_directory() {
+    let Some(backend) = real_backend() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = ferro_talos_sim::SimConfig {
+        backend,
+        state_dir: Some(dir.path().to_path_buf()),
+        ..config(1, 0)
+    };
+    let cluster = Cluster::start(cfg.clone()).await.expect("cluster starts");
+    configure(&cluster, 0, &CP).await;
+    let mut m = machine(cluster.endpoint(0).unwrap(), admin()).await;
+    m.bootstrap(BootstrapRequest::default()).await.unwrap();
+    let before = voting_members(&mut m, 1).await;
+    gateway(&cluster, 0)
+        .put("/registry/ferro/kept", "yes")
+        .unwrap();
+    cluster.shutdown().await;
+    assert!(dir.path().join("etcd/node-0/member").is_dir());
+
+    let cluster = Cluster::start(cfg)
+        .await
+        .expect("the stored cluster comes back");
+    let mut m = machine(cluster.endpoint(0).unwrap(), admin()).await;
+    let after = voting_members(&mut m, 1).await;
+    assert_eq!(after[0].id, before[0].id, "the same member");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match gateway(&cluster, 0).get("/registry/ferro/kept") {
+            Ok(v) => {
+                assert_eq!(v.as_deref(), Some("yes"));
+                break;
+            }
+            Err(e) => assert!(Instant::now() < deadline, "{e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    cluster.shutdown().await;
+}

@@ -85,6 +85,8 @@ struct Processes {
     backoff: BTreeMap<usize, Instant>,
     /// The model's count of each node's data drops the supervisor has carried out.
     drops_seen: BTreeMap<usize, u64>,
+    /// Why each node's last start or join failed, printed once until it changes.
+    last_failure: BTreeMap<usize, String>,
 }
 
 pub struct RealEtcd {
@@ -303,8 +305,13 @@ impl RealEtcd {
                 && self.may_try(want.idx)
                 && let Err(why) = self.bring_up(want, &wants)
             {
-                eprintln!("talos-sim: etcd on node {}: {why}", want.idx);
-                self.procs().backoff.insert(want.idx, Instant::now());
+                let mut procs = self.procs();
+                procs.backoff.insert(want.idx, Instant::now());
+                if procs.last_failure.get(&want.idx) != Some(&why) {
+                    // Retried every second while it lasts: said once, not every time.
+                    eprintln!("talos-sim: etcd on node {}: {why} (retrying)", want.idx);
+                    procs.last_failure.insert(want.idx, why);
+                }
             }
         }
         self.promote(&wants);
@@ -361,7 +368,9 @@ impl RealEtcd {
         };
         let child = process::start(&self.bins.etcd, &want.spec, &initial)
             .map_err(|e| format!("{}: {e}", self.bins.etcd.display()))?;
-        self.procs().children.insert(want.idx, child);
+        let mut procs = self.procs();
+        procs.children.insert(want.idx, child);
+        procs.last_failure.remove(&want.idx);
         Ok(())
     }
 
