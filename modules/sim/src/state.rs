@@ -302,6 +302,32 @@ const USER_DISKS: &[&str] = &["/dev/sdb"];
 pub struct EtcdMember {
     pub node: usize,
     pub id: u64,
+    /// A control plane that joins is a learner until then, when etcd promotes it (Talos adds it
+    /// with `MemberAddAsLearner` and promotes it once it has caught up: `addMember`,
+    /// `promoteMember` in services/etcd.go @ v1.14.1). None: a voting member.
+    #[serde(skip)]
+    pub learner_until: Option<Instant>,
+}
+
+/// How long the model keeps a joining control plane a learner. Real etcd promotes it once it has
+/// caught up with the leader, about a second on the simulator's machine (the real backend,
+/// `modules/sim/tests/real_etcd.rs`); the model is quicker, so tests stay fast, but a learner is
+/// there to be seen (talos_health waits it out).
+pub const LEARNER_CATCH_UP: Duration = Duration::from_millis(300);
+
+impl EtcdMember {
+    /// A voting member (the bootstrapped one, one restored from the state directory).
+    pub fn voting(node: usize, id: u64) -> EtcdMember {
+        EtcdMember {
+            node,
+            id,
+            learner_until: None,
+        }
+    }
+
+    pub fn is_learner(&self) -> bool {
+        self.learner_until.is_some_and(|t| Instant::now() < t)
+    }
 }
 
 /// Why etcd refuses to remove a member: its own errors (etcd v3.6.12
@@ -913,6 +939,7 @@ impl Shared {
                     members.push(EtcdMember {
                         node: n.index,
                         id: rand::random::<u64>() >> 1,
+                        learner_until: Some(Instant::now() + LEARNER_CATCH_UP),
                     });
                 }
                 n.etcd_data = true;

@@ -546,10 +546,7 @@ pub fn load(dir: &Path) -> Result<Option<Restored>> {
 
 impl EtcdMember {
     pub fn from_stored(m: &StoredMember) -> EtcdMember {
-        EtcdMember {
-            node: m.node,
-            id: m.id,
-        }
+        EtcdMember::voting(m.node, m.id)
     }
 }
 

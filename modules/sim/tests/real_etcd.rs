@@ -532,3 +532,40 @@ async fn real_members_come_back_with_the_state_directory() {
     }
     cluster.shutdown().await;
 }
+
+/// The control planes that join after the bootstrap are learners first, then voting members
+/// (Talos's `addMember` and `promoteMember`). The same steps on both backends.
+async fn joining_control_planes_are_learners_first(backend: Backend) {
+    let cluster = start_real(backend, 3, 0).await;
+    let mut m = machine(cluster.endpoint(0).unwrap(), admin()).await;
+    m.bootstrap(BootstrapRequest::default()).await.unwrap();
+    let mut seen_learner = false;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let now = list(&mut m).await;
+        seen_learner |= now.iter().any(|e| e.is_learner);
+        if now.len() == 3 && now.iter().all(|e| !e.is_learner && !e.hostname.is_empty()) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not three voting members: {now:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(seen_learner, "no member was ever a learner");
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn model_joining_control_planes_are_learners_first() {
+    joining_control_planes_are_learners_first(Backend::Model).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_joining_control_planes_are_learners_first() {
+    let Some(backend) = real_backend() else {
+        return;
+    };
+    joining_control_planes_are_learners_first(backend).await;
+}

@@ -495,7 +495,7 @@ impl RealEtcd {
             let Some(node) = node_of(m) else { continue };
             match model.iter_mut().find(|e| e.node == node) {
                 Some(e) => e.id = m.id,
-                None => model.push(EtcdMember { node, id: m.id }),
+                None => model.push(EtcdMember::voting(node, m.id)),
             }
         }
     }

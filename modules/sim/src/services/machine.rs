@@ -388,10 +388,10 @@ impl MachineService for Machine {
                     return one(Bootstrap { metadata: None });
                 }
             }
-            st.etcd = Some(vec![state::EtcdMember {
-                node: t.idx,
-                id: rand::random::<u64>() >> 1,
-            }]);
+            st.etcd = Some(vec![state::EtcdMember::voting(
+                t.idx,
+                rand::random::<u64>() >> 1,
+            )]);
             st.nodes[t.idx].etcd_data = true;
             shared.sync_etcd(&mut st);
             let ev = state::service_event(
@@ -768,7 +768,7 @@ impl MachineService for Machine {
                     raft_term: 2,
                     raft_applied_index: 1000,
                     errors: vec![],
-                    is_learner: false,
+                    is_learner: mine.is_learner(),
                     member_id: mine.id,
                     storage_version: "3.6.0".into(),
                 }),
@@ -1118,7 +1118,7 @@ fn member_list(st: &state::State) -> Result<Vec<EtcdMembers>, Status> {
             hostname: n.hostname.clone(),
             peer_urls: vec![format!("https://{}:2380", n.address)],
             client_urls: vec![format!("https://{}:2379", n.address)],
-            is_learner: false,
+            is_learner: m.is_learner(),
         })
         .collect();
     one(EtcdMembers {
