@@ -95,24 +95,30 @@ pub fn machinery_source(release: Release) -> Option<PathBuf> {
     Some(dir)
 }
 
+/// Runs one of our build scripts for upstream's programs (`script`, from the checkout), which
+/// exits 3 without Go; `None` after a printed reason when it cannot build `what` here.
+fn build_upstream(script: &str, what: &str) -> Option<()> {
+    let build = checkout().join(script);
+    let built = Command::new(&build)
+        .env(DIR_VARIABLE, upstream_dir())
+        .stdout(Stdio::inherit())
+        .stderr(Stdio::inherit())
+        .status();
+    match built {
+        Ok(s) if s.success() => Some(()),
+        Ok(s) if s.code() == Some(3) => {
+            skip(&format!("{what} cannot be built: go is not installed"))
+        }
+        Ok(s) => skip(&format!("{} failed ({s})", build.display())),
+        Err(e) => skip(&format!("{}: {e}", build.display())),
+    }
+}
+
 impl Oracle {
     /// Builds (if needed) and starts the oracle for `release`; `None` after a printed reason when
     /// it cannot be built here.
     pub fn start(release: Release) -> Option<Oracle> {
-        let build = checkout().join("tests/oracle/build");
-        let built = Command::new(&build)
-            .env(DIR_VARIABLE, upstream_dir())
-            .stdout(Stdio::inherit())
-            .stderr(Stdio::inherit())
-            .status();
-        match built {
-            Ok(s) if s.success() => {}
-            Ok(s) if s.code() == Some(3) => {
-                return skip("upstream's config library cannot be built: go is not installed");
-            }
-            Ok(s) => return skip(&format!("{} failed ({s})", build.display())),
-            Err(e) => return skip(&format!("{}: {e}", build.display())),
-        }
+        build_upstream("tests/oracle/build", "upstream's config library")?;
         let program = upstream_dir().join(format!("oracle-{}", release.tag()));
         let mut child = Command::new(&program)
             .stdin(Stdio::piped())
@@ -159,20 +165,7 @@ impl Drop for Oracle {
 /// Upstream's etcd server and etcdutl (`tools/etcd/build`, from the Go module proxy), for
 /// talos-sim's real backend: their paths, built if needed, or `None` after a printed reason.
 pub fn etcd_programs() -> Option<(PathBuf, PathBuf)> {
-    let build = checkout().join("tools/etcd/build");
-    let built = Command::new(&build)
-        .env(DIR_VARIABLE, upstream_dir())
-        .stdout(Stdio::inherit())
-        .stderr(Stdio::inherit())
-        .status();
-    match built {
-        Ok(s) if s.success() => {}
-        Ok(s) if s.code() == Some(3) => {
-            return skip("upstream's etcd cannot be built: go is not installed");
-        }
-        Ok(s) => return skip(&format!("{} failed ({s})", build.display())),
-        Err(e) => return skip(&format!("{}: {e}", build.display())),
-    }
+    build_upstream("tools/etcd/build", "upstream's etcd")?;
     let dir = upstream_dir();
     Some((dir.join("etcd-v3.7.1"), dir.join("etcdutl-v3.7.1")))
 }

@@ -310,9 +310,10 @@ pub struct EtcdMember {
 }
 
 /// How long the model keeps a joining control plane a learner. Real etcd promotes it once it has
-/// caught up with the leader, about a second on the simulator's machine (the real backend,
-/// `modules/sim/tests/real_etcd.rs`); the model is quicker, so tests stay fast, but a learner is
-/// there to be seen (talos_health waits it out).
+/// caught up with the leader, and takes one learner at a time (the real backend shows both:
+/// `modules/sim/tests/real_etcd.rs`); the model admits every joiner at once and keeps it a
+/// learner only briefly, so tests stay fast, but a learner is there to be seen (talos_health
+/// waits it out).
 pub const LEARNER_CATCH_UP: Duration = Duration::from_millis(300);
 
 impl EtcdMember {

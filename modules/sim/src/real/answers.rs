@@ -25,9 +25,7 @@ pub fn blocking<T>(f: impl FnOnce() -> T) -> T {
 
 /// What Talos says when its etcd client reaches nothing on the node.
 fn refused() -> Status {
-    Status::unavailable(
-        "connection error: desc = \"transport: Error while dialing: dial tcp 127.0.0.1:2379: connect: connection refused\"",
-    )
+    crate::services::machine::etcd_refused("127.0.0.1")
 }
 
 /// The node's own address and, when `local_only` is false, the other control planes' whose
@@ -72,7 +70,7 @@ pub fn member_list(
 }
 
 /// Tries each endpoint in turn, as clientv3 does, until one answers (a refusal is an answer).
-fn first_answer<T>(
+pub(super) fn first_answer<T>(
     ips: &[Ipv4Addr],
     call: impl Fn(&Gateway) -> Result<T, GatewayError>,
 ) -> Result<T, GatewayError> {

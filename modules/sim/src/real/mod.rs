@@ -460,8 +460,7 @@ impl RealEtcd {
 
     /// etcd's member list, read through any running member: None when none answers.
     pub fn members(&self, ips: &[Ipv4Addr]) -> Option<Vec<Member>> {
-        ips.iter()
-            .find_map(|&ip| Self::gateway(ip).member_list().ok())
+        answers::first_answer(ips, Gateway::member_list).ok()
     }
 
     /// The model's member ids become etcd's: each member is the node of its name, or for a

@@ -67,7 +67,7 @@ fn etcd_node_check(shared: &Shared, t: &Target, api: &str) -> Result<(), Status>
     }
 }
 
-fn etcd_refused(ip: &str) -> Status {
+pub(crate) fn etcd_refused(ip: &str) -> Status {
     Status::unavailable(format!(
         "connection error: desc = \"transport: Error while dialing: dial tcp {ip}:2379: connect: connection refused\""
     ))
@@ -630,8 +630,16 @@ impl MachineService for Machine {
                     let _ = std::fs::remove_file(path);
                 }
                 let tmp = real.snapshot_path(takers[0]).with_extension("upload");
-                let file = std::fs::File::create(&tmp)
-                    .map_err(|e| Status::internal(format!("keeping the snapshot: {e}")))?;
+                // A snapshot of a real cluster holds its secrets: owner-only, as Talos keeps it.
+                let file = std::os::unix::fs::OpenOptionsExt::mode(
+                    std::fs::OpenOptions::new()
+                        .write(true)
+                        .create(true)
+                        .truncate(true),
+                    0o600,
+                )
+                .open(&tmp)
+                .map_err(|e| Status::internal(format!("keeping the snapshot: {e}")))?;
                 Some((tmp, file))
             }
             _ => None,
@@ -659,8 +667,13 @@ impl MachineService for Machine {
         let uploaded = upload.finish();
         if let (Some(real), Some((tmp, file))) = (&shared.real, kept) {
             drop(file);
+            // Each node's file appears whole or not at all (a copy keeps the 0600 mode).
             for &i in &takers {
-                let _ = std::fs::copy(&tmp, real.snapshot_path(i));
+                let path = real.snapshot_path(i);
+                let part = path.with_extension("part");
+                if std::fs::copy(&tmp, &part).is_ok() {
+                    let _ = std::fs::rename(&part, &path);
+                }
             }
             let _ = std::fs::remove_file(tmp);
         }
