@@ -16,6 +16,7 @@
 //	{"op":"describe_secrets","secrets":YAML,"contract":"1.14"}
 //	{"op":"v1alpha1_fields","source":DIR}
 //	{"op":"merge_replace","kinds":[KIND...]}
+//	{"op":"node_id","hex":HEX}
 //
 // Every answer is an object; a failure of the operation itself (upstream refused the input) is
 // {"error": TEXT} with upstream's error text, which is what the tests compare.
@@ -40,6 +41,7 @@ type request struct {
 	Contract string          `json:"contract"`
 	Source   string          `json:"source"`
 	Kinds    []string        `json:"kinds"`
+	Hex      string          `json:"hex"`
 }
 
 type response map[string]any
@@ -68,6 +70,8 @@ func answer(req request) response {
 		return v1alpha1Fields(req)
 	case "merge_replace":
 		return mergeReplaceFields(req)
+	case "node_id":
+		return encodeNodeID(req)
 	default:
 		return response{"error": fmt.Sprintf("oracle: unknown op %q", req.Op)}
 	}

@@ -41,24 +41,50 @@ fn cluster_id(n: &Node) -> Option<String> {
     Some(id)
 }
 
-/// Base62 (0-9, A-Z, a-z) of a big-endian number, as upstream's node identity is written
-/// (`internal/app/machined/pkg/adapters/cluster/identity.go` `Generate`: 32 random bytes,
-/// `base62.EncodeToString`).
-fn base62(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
-    let mut digits = bytes.to_vec();
-    let mut out = Vec::new();
-    while digits.iter().any(|&d| d != 0) {
-        let mut rem = 0u32;
-        for d in digits.iter_mut() {
-            let acc = (rem << 8) | u32::from(*d);
-            *d = (acc / 62) as u8;
-            rem = acc % 62;
+/// The 62-letter alphabet of `github.com/jxskiss/base62`'s StdEncoding (`default.go` @ v1.1.0).
+const BASE62_ALPHABET: &[u8; 62] =
+    b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+
+/// Base62 as upstream's node identity is written (`internal/app/machined/pkg/adapters/cluster/
+/// identity.go` `Generate` @ v1.14.1: 32 random bytes, `base62.EncodeToString` of
+/// `github.com/jxskiss/base62` v1.1.0). That is not a number in base 62: it reads the bytes as a
+/// bit string from the end, six bits a letter, and a six-bit group whose middle four bits are
+/// all set (30, 31, 62, 63: more than 61) keeps only its low five bits and gives its top bit
+/// back to the next letter (`encodeV2` and `get6bits` in `base62.go`). 32 bytes are 43 to 52
+/// letters.
+fn base62(src: &[u8]) -> String {
+    const COMPACT: u8 = 0x1E;
+    const LOW_FIVE: u8 = 0x1F;
+    let mut out = String::with_capacity(src.len() * 8 / 5 + 1);
+    // Bits not yet written, counted from the start of `src`.
+    let mut left = src.len() * 8;
+    while left > 0 {
+        let mut letter = six_bits_before(src, left);
+        let mut used = 6;
+        if letter & COMPACT == COMPACT {
+            if left > 6 || letter > LOW_FIVE {
+                used = 5;
+            }
+            letter &= LOW_FIVE;
         }
-        out.push(ALPHABET[rem as usize]);
+        out.push(char::from(BASE62_ALPHABET[usize::from(letter)]));
+        left = left.saturating_sub(used);
     }
-    out.reverse();
-    String::from_utf8(out).unwrap_or_default()
+    out
+}
+
+/// The six bits that end at bit `end` of `src` (fewer at its start, zero-filled above).
+fn six_bits_before(src: &[u8], end: usize) -> u8 {
+    let (mut byte, mut bits) = (end / 8, end % 8);
+    if bits == 0 {
+        byte -= 1;
+        bits = 8;
+    }
+    let mut b = src[byte] >> (8 - bits);
+    if bits < 6 && byte > 0 {
+        b |= src[byte - 1] << bits;
+    }
+    b & 0x3F
 }
 
 /// The node identity. Upstream generates it at random once and keeps it on STATE
@@ -138,11 +164,53 @@ pub fn members(st: &State, idx: usize) -> BTreeMap<String, (MemberSpec, String)>
 #[cfg(test)]
 mod tests {
     use super::base62;
+    use ferro_talos_oracle::{Oracle, Release};
+    use serde_json::json;
 
     #[test]
-    fn base62_of_32_bytes_is_43_characters_or_so() {
-        assert_eq!(base62(&[0, 0, 61]), "z");
-        assert_eq!(base62(&[0, 62]), "10");
-        assert!((42..=43).contains(&base62(&[0xff; 32]).len()));
+    fn base62_reads_bits_from_the_end_as_upstreams_encoder() {
+        // Worked by hand from base62.go @ v1.1.0: 0x3d is 111101, whose middle bits are all set,
+        // so its letter takes five bits (11101 = 29 = 'd') and the top bit goes on.
+        assert_eq!(base62(&[0, 0, 61]), "9AAA");
+        assert_eq!(base62(&[]), "");
+        let id = base62(&[0xff; 32]);
+        assert!((43..=52).contains(&id.len()), "{id}");
+    }
+
+    /// The same bytes, the same identity as upstream's encoder (the oracle links
+    /// github.com/jxskiss/base62 at Talos's pin), over lengths and bit patterns that take every
+    /// branch: all zeros, all ones, the compact groups at the very start.
+    #[test]
+    fn base62_matches_upstream() {
+        let Some(mut oracle) = Oracle::start(Release::V1_14_1) else {
+            return;
+        };
+        let mut cases: Vec<Vec<u8>> = vec![
+            vec![0; 32],
+            vec![0xff; 32],
+            vec![0x3d],
+            vec![0x1f],
+            vec![0x3e, 0],
+        ];
+        for len in 1..=40 {
+            cases.push((0..len).map(|_| rand::random::<u8>()).collect());
+            cases.push(
+                (0..len)
+                    .map(|i| if i % 3 == 0 { 0xfe } else { 0x7b })
+                    .collect(),
+            );
+        }
+        for _ in 0..500 {
+            cases.push((0..32).map(|_| rand::random::<u8>()).collect());
+        }
+        for bytes in cases {
+            let upstream = oracle.ask(&json!({"op": "node_id", "hex": hex::encode(&bytes)}));
+            assert_eq!(
+                upstream["encoded"],
+                base62(&bytes),
+                "{}",
+                hex::encode(&bytes)
+            );
+        }
     }
 }
