@@ -214,5 +214,9 @@ def test_with_etcd_quorum_lost_the_modules_refuse_and_change_nothing(ansible, si
         run = ansible.run(task, inventory=inventory)
         assert run.rc != 0, run.output
         msg = run.task(name)["result"]["msg"]
-        assert "etcd" in msg, msg
+        # Either the module's own verdict from each member's health, or, once etcd noticed (real
+        # etcd: about an election timeout), etcd's refusal of what Talos asks with
+        # clientv3.WithRequireLeader (v1alpha1_server.go @ v1.14.1; interceptor.go @ v3.7.1), the
+        # member list too: both say the quorum is the matter, neither waits out a deadline.
+        assert "quorum" in msg, msg
         assert state(sim) == before, f"{name} changed the cluster: {msg}"

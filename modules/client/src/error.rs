@@ -51,6 +51,10 @@ pub enum ErrorKind {
     NotFound,
     /// The node does not implement this call (version, machine type or mode).
     Unimplemented,
+    /// etcd has no leader (`etcdserver: no leader`): fewer than a quorum of its members run, and
+    /// etcd refuses what Talos asks of it (the member list, removals, leaves) until enough are
+    /// back.
+    EtcdNoLeader,
     /// The call or wait ran out of time.
     Timeout,
     /// The talosconfig or credentials could not be used.
@@ -231,6 +235,11 @@ impl ClientError {
             ErrorKind::Unimplemented => "the node does not support this call \
                  (Talos version, machine type or mode)"
                 .into(),
+            ErrorKind::EtcdNoLeader => "etcd has no leader: fewer than a quorum of its members \
+                 are running, and etcd refuses its member list and every change until enough are back; \
+                 start the stopped members (ferro.talos.talos_health names them) or, if they are lost \
+                 for good, recover etcd from a snapshot (ferro.talos.talos_etcd_recover)"
+                .into(),
             ErrorKind::Timeout => "timed out: the node did not answer in time; check that it is up and \
                  not overloaded, or raise the module's timeout"
                 .into(),
@@ -295,6 +304,9 @@ pub type Result<T, E = ClientError> = std::result::Result<T, E>;
 fn kind_for_status(code: Code, message: &str) -> ErrorKind {
     let lower = message.to_ascii_lowercase();
     match code {
+        // etcd's refusal of a call made with clientv3.WithRequireLeader, which Talos passes on
+        // (Unknown, or wrapped: `failed to remove member: ...`; v1alpha1_server.go @ v1.14.1).
+        _ if lower.contains("etcdserver: no leader") => ErrorKind::EtcdNoLeader,
         // A routed call whose backend dial failed verification: the endpoint's apid trusts only the
         // cluster's OS CA (grpc-go's text for Go's x509 error).
         Code::Unavailable if lower.contains("certificate signed by unknown authority") => {
@@ -603,6 +615,16 @@ mod tests {
             .kind,
             ErrorKind::Unimplemented
         );
+        // etcd without a quorum, as Talos passes it on for a member list and wraps it for a
+        // removal (v1alpha1_server.go @ v1.14.1).
+        for message in [
+            "etcdserver: no leader",
+            "failed to remove member: failed to remove member 42: etcdserver: no leader",
+        ] {
+            let e = status_err("list etcd members", Code::Unknown, message);
+            assert_eq!(e.kind, ErrorKind::EtcdNoLeader);
+            assert!(e.to_string().contains("quorum"), "{e}");
+        }
     }
 
     #[test]

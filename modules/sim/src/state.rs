@@ -338,6 +338,8 @@ pub enum EtcdRefusal {
     MemberNotFound,
     NotEnoughStartedMembers,
     Unhealthy,
+    /// Fewer than a quorum of the voting members run, so raft has no leader.
+    NoLeader,
 }
 
 impl EtcdRefusal {
@@ -348,6 +350,7 @@ impl EtcdRefusal {
                 "etcdserver: re-configuration failed due to not enough started members"
             }
             EtcdRefusal::Unhealthy => "etcdserver: unhealthy cluster",
+            EtcdRefusal::NoLeader => "etcdserver: no leader",
         }
     }
 }
@@ -548,10 +551,28 @@ impl State {
     }
 
     /// Whether a node's etcd member serves: up, with its data, and its etcd running.
-    fn etcd_active(&self, node: usize) -> bool {
+    pub fn etcd_active(&self, node: usize) -> bool {
         self.nodes
             .get(node)
             .is_some_and(|n| n.up && n.etcd_data && !n.etcd_stopped())
+    }
+
+    /// Whether etcd has a leader: raft elects one only among a majority of the voting members.
+    /// Talos asks etcd with `clientv3.WithRequireLeader` for the member list, a removal and a
+    /// leave (`v1alpha1_server.go` @ v1.14.1), and etcd refuses every such call at once while it
+    /// has none, `etcdserver: no leader` (`server/etcdserver/api/v3rpc/interceptor.go` @ v3.7.1).
+    /// The real backend showed it: without the leader rule a linearizable call waits out its
+    /// deadline.
+    pub fn etcd_has_leader(&self) -> bool {
+        let voting: Vec<&EtcdMember> = self
+            .etcd
+            .as_deref()
+            .unwrap_or_default()
+            .iter()
+            .filter(|m| !m.is_learner())
+            .collect();
+        let running = voting.iter().filter(|m| self.etcd_active(m.node)).count();
+        running > voting.len() / 2
     }
 
     /// Whether etcd lets member `id` go when a member on node `via` is asked: etcd v3.6.12's
@@ -561,6 +582,9 @@ impl State {
     /// check refuses only the removal of the last member; a member that is down may always go;
     /// removing a live one needs the live members but one to still be a quorum of the rest.
     pub fn may_remove_member(&self, via: usize, id: u64) -> Result<(), EtcdRefusal> {
+        if !self.etcd_has_leader() {
+            return Err(EtcdRefusal::NoLeader);
+        }
         let members = self.etcd.as_deref().unwrap_or_default();
         let Some(removed) = members.iter().find(|m| m.id == id) else {
             return Err(EtcdRefusal::MemberNotFound);

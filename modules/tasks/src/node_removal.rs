@@ -26,9 +26,16 @@ pub async fn etcd_guard(client: &TalosClient, node: &str) -> Result<(), String> 
     // No members to read: etcd was never bootstrapped (the node's etcd waits to join, and a
     // member list there would block until its deadline: etcd_members::members_of asks briefly),
     // or no control plane's etcd answers; there is no quorum to keep, and Talos's LeaveEtcd
-    // skips a node that never joined.
-    let etcd_members::Members::Present(members) = etcd_members::members_of(client).await else {
-        return Ok(());
+    // skips a node that never joined. A list that fails where etcd runs (no leader: the quorum
+    // is lost) is a refusal: the leave would fail the same way.
+    let members = match etcd_members::members_of(client).await {
+        etcd_members::Members::Present(members) => members,
+        etcd_members::Members::Unknown(why) => {
+            return Err(format!("etcd's members could not be listed ({why})"));
+        }
+        etcd_members::Members::NotRunning { .. } | etcd_members::Members::Maintenance => {
+            return Ok(());
+        }
     };
     let host = node
         .trim_start_matches('[')

@@ -22,6 +22,11 @@ use tokio_stream::Stream;
 /// server takes by default (4 MiB; Talos takes 32 MiB, `constants.GRPCMaxMessageSize`).
 const UPLOAD_CHUNK: u64 = 1 << 20;
 
+/// How long a member list asks again while etcd says it has no leader: long enough for a new
+/// election after the leader went down, short enough that a lost quorum is said soon.
+const ELECTION_WAIT: Duration = Duration::from_secs(6);
+const NO_LEADER_RETRY: Duration = Duration::from_millis(250);
+
 /// A size for messages: `256.0 MiB`.
 fn mib(bytes: u64) -> String {
     format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
@@ -169,11 +174,26 @@ impl TalosClient {
         limit: std::time::Duration,
     ) -> Result<Vec<machine::EtcdMember>> {
         let op = "list etcd members";
-        let req = self.request(EtcdMemberListRequest { query_local: false }, limit)?;
-        let resp = self
-            .unary_within(op, limit, self.machine().etcd_member_list(req))
-            .await?;
-        Ok(self.first(op, resp.messages)?.members)
+        let started = std::time::Instant::now();
+        loop {
+            let req = self.request(EtcdMemberListRequest { query_local: false }, limit)?;
+            let answer = self
+                .unary_within(op, limit, self.machine().etcd_member_list(req))
+                .await;
+            match answer {
+                Ok(resp) => return Ok(self.first(op, resp.messages)?.members),
+                // A leader that went away leaves etcd without one until the others elect anew,
+                // about one election timeout (1 s by default, etcd `embed/config.go` @ v3.7.1;
+                // Talos sets none); only a lost quorum lasts.
+                Err(e)
+                    if e.kind == ErrorKind::EtcdNoLeader
+                        && started.elapsed() + NO_LEADER_RETRY < limit.min(ELECTION_WAIT) =>
+                {
+                    tokio::time::sleep(NO_LEADER_RETRY).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     pub async fn etcd_status(&self) -> Result<machine::EtcdMemberStatus> {

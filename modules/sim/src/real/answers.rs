@@ -57,16 +57,21 @@ fn talos_member(m: &Member) -> EtcdMember {
     }
 }
 
-/// `EtcdMemberList`: None while no member can be reached (Talos's client then waits for one
-/// until the caller's deadline).
+/// `EtcdMemberList`: Ok(None) while no member can be reached (Talos's client then waits for one
+/// until the caller's deadline); etcd's refusal (`etcdserver: no leader` without a quorum) is
+/// Unknown with etcd's text, as Talos passes the client's error on.
 pub fn member_list(
     shared: &Shared,
     real: &RealEtcd,
     idx: usize,
     local_only: bool,
-) -> Option<Vec<EtcdMember>> {
+) -> Result<Option<Vec<EtcdMember>>, Status> {
     let ips = endpoints(shared, real, idx, local_only);
-    blocking(|| real.members(&ips)).map(|ms| ms.iter().map(talos_member).collect())
+    match blocking(|| first_answer(&ips, Gateway::member_list)) {
+        Ok(members) => Ok(Some(members.iter().map(talos_member).collect())),
+        Err(GatewayError::Unreachable(_)) => Ok(None),
+        Err(GatewayError::Refused { message, .. }) => Err(Status::unknown(message)),
+    }
 }
 
 /// Tries each endpoint in turn, as clientv3 does, until one answers (a refusal is an answer).

@@ -59,6 +59,17 @@ pub struct Status {
     pub errors: Vec<String>,
 }
 
+/// Whether a call needs etcd to have a leader. Talos makes its member list, removals and leaves
+/// with `clientv3.WithRequireLeader` (`v1alpha1_server.go`, `LeaveEtcd` in
+/// `v1alpha1_sequencer_tasks.go` @ v1.14.1); etcd then refuses at once while it has no leader
+/// (`etcdserver: no leader`) where the call would otherwise wait out its deadline. The gateway
+/// passes the `hasleader` metadata on from a `Grpc-Metadata-` header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Leader {
+    Required,
+    NotRequired,
+}
+
 /// The client URL of one member.
 #[derive(Debug, Clone, Copy)]
 pub struct Gateway {
@@ -118,7 +129,7 @@ impl Gateway {
     }
 
     /// POSTs `body` to `path` and returns the whole answer body, or etcd's refusal.
-    fn post_raw(&self, path: &str, body: &Value) -> Result<Vec<u8>, GatewayError> {
+    fn post_raw(&self, path: &str, body: &Value, leader: Leader) -> Result<Vec<u8>, GatewayError> {
         let unreachable =
             |e: std::io::Error| GatewayError::Unreachable(format!("etcd at {}: {e}", self.address));
         let mut stream =
@@ -130,8 +141,12 @@ impl Gateway {
             .set_write_timeout(Some(self.timeout))
             .map_err(unreachable)?;
         let body = body.to_string();
+        let leader = match leader {
+            Leader::Required => "Grpc-Metadata-hasleader: true\r\n",
+            Leader::NotRequired => "",
+        };
         let request = format!(
-            "POST {path} HTTP/1.0\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            "POST {path} HTTP/1.0\r\nHost: {}\r\nContent-Type: application/json\r\n{leader}Content-Length: {}\r\n\r\n{body}",
             self.address,
             body.len()
         );
@@ -164,16 +179,20 @@ impl Gateway {
         Ok(content)
     }
 
-    fn post(&self, path: &str, body: Value) -> Result<Value, GatewayError> {
-        let content = self.post_raw(path, &body)?;
+    fn post(&self, path: &str, body: Value, leader: Leader) -> Result<Value, GatewayError> {
+        let content = self.post_raw(path, &body, leader)?;
         serde_json::from_slice(&content).map_err(|e| {
             GatewayError::Unreachable(format!("etcd at {}: unreadable answer: {e}", self.address))
         })
     }
 
     pub fn member_list(&self) -> Result<Vec<Member>, GatewayError> {
-        self.post("/v3/cluster/member/list", json!({"linearizable": true}))
-            .map(|v| members_of(&v))
+        self.post(
+            "/v3/cluster/member/list",
+            json!({"linearizable": true}),
+            Leader::Required,
+        )
+        .map(|v| members_of(&v))
     }
 
     /// Adds a learner (`MemberAddAsLearner`); returns its id and the list after the change.
@@ -184,22 +203,31 @@ impl Gateway {
         let v = self.post(
             "/v3/cluster/member/add",
             json!({"peerURLs": peer_urls, "isLearner": true}),
+            Leader::NotRequired,
         )?;
         Ok((u64_of(&v["member"]["ID"]), members_of(&v)))
     }
 
     pub fn member_promote(&self, id: u64) -> Result<(), GatewayError> {
-        self.post("/v3/cluster/member/promote", json!({"ID": id.to_string()}))
-            .map(drop)
+        self.post(
+            "/v3/cluster/member/promote",
+            json!({"ID": id.to_string()}),
+            Leader::NotRequired,
+        )
+        .map(drop)
     }
 
     pub fn member_remove(&self, id: u64) -> Result<(), GatewayError> {
-        self.post("/v3/cluster/member/remove", json!({"ID": id.to_string()}))
-            .map(drop)
+        self.post(
+            "/v3/cluster/member/remove",
+            json!({"ID": id.to_string()}),
+            Leader::Required,
+        )
+        .map(drop)
     }
 
     pub fn status(&self) -> Result<Status, GatewayError> {
-        let v = self.post("/v3/maintenance/status", json!({}))?;
+        let v = self.post("/v3/maintenance/status", json!({}), Leader::NotRequired)?;
         Ok(Status {
             member_id: u64_of(&v["header"]["member_id"]),
             version: v["version"].as_str().unwrap_or_default().to_owned(),
@@ -223,6 +251,7 @@ impl Gateway {
         self.post(
             "/v3/kv/put",
             json!({"key": b64.encode(key), "value": b64.encode(value)}),
+            Leader::NotRequired,
         )
         .map(drop)
     }
@@ -231,7 +260,11 @@ impl Gateway {
     pub fn get(&self, key: &str) -> Result<Option<String>, GatewayError> {
         use base64::Engine;
         let b64 = base64::engine::general_purpose::STANDARD;
-        let v = self.post("/v3/kv/range", json!({"key": b64.encode(key)}))?;
+        let v = self.post(
+            "/v3/kv/range",
+            json!({"key": b64.encode(key)}),
+            Leader::NotRequired,
+        )?;
         let Some(value) = v["kvs"].get(0).and_then(|kv| kv["value"].as_str()) else {
             return Ok(None);
         };
@@ -243,7 +276,7 @@ impl Gateway {
     /// order (a bbolt file followed by its SHA-256).
     pub fn snapshot(&self) -> Result<Vec<u8>, GatewayError> {
         use base64::Engine;
-        let content = self.post_raw("/v3/maintenance/snapshot", &json!({}))?;
+        let content = self.post_raw("/v3/maintenance/snapshot", &json!({}), Leader::NotRequired)?;
         let mut out = Vec::new();
         for chunk in serde_json::Deserializer::from_slice(&content).into_iter::<SnapshotChunk>() {
             let chunk = chunk.map_err(|e| {

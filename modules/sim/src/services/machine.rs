@@ -437,7 +437,7 @@ impl MachineService for Machine {
                     etcd_node_check(&shared, t, "member list")?;
                     if let Some(real) = &shared.real {
                         let Some(members) =
-                            real_etcd::member_list(&shared, real, t.idx, query_local)
+                            real_etcd::member_list(&shared, real, t.idx, query_local)?
                         else {
                             unreachable.set(true);
                             return Err(Status::deadline_exceeded("context deadline exceeded"));
@@ -455,6 +455,15 @@ impl MachineService for Machine {
                     if !reachable {
                         unreachable.set(true);
                         return Err(Status::deadline_exceeded("context deadline exceeded"));
+                    }
+                    let any_running = st.etcd.iter().flatten().any(|m| st.etcd_active(m.node));
+                    if !any_running {
+                        // clientv3 waits for a member to connect to.
+                        unreachable.set(true);
+                        return Err(Status::deadline_exceeded("context deadline exceeded"));
+                    }
+                    if !st.etcd_has_leader() {
+                        return Err(Status::unknown(EtcdRefusal::NoLeader.text()));
                     }
                     member_list(&st)
                 });
