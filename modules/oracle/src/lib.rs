@@ -169,3 +169,14 @@ pub fn etcd_programs() -> Option<(PathBuf, PathBuf)> {
     let dir = upstream_dir();
     Some((dir.join("etcd-v3.7.1"), dir.join("etcdutl-v3.7.1")))
 }
+
+/// The Kubernetes release whose API server the tests run (`tools/kube-apiserver/v1.36.3`: the
+/// release Talos v1.14.1 defaults to).
+pub const KUBE_APISERVER_VERSION: &str = "v1.36.3";
+
+/// Upstream's kube-apiserver (`tools/kube-apiserver/build`, from the Go module proxy): its path,
+/// built if needed, or `None` after a printed reason.
+pub fn kube_apiserver_program() -> Option<PathBuf> {
+    build_upstream("tools/kube-apiserver/build", "upstream's kube-apiserver")?;
+    Some(upstream_dir().join(format!("kube-apiserver-{KUBE_APISERVER_VERSION}")))
+}

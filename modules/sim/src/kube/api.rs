@@ -51,6 +51,15 @@ fn not_found() -> Response {
     })
 }
 
+/// A path under no API the server has: the Go HTTP mux's plain-text 404, not a Status
+/// (kube-apiserver v1.36.3 for `/apis/nothing.example.com/v1`: modules/sim/tests/real_kube_api.rs).
+fn no_such_path() -> Response {
+    Response {
+        code: 404,
+        body: Value::String("404 page not found\n".into()),
+    }
+}
+
 fn percent_decode(s: &str) -> String {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
@@ -133,8 +142,19 @@ fn terms(text: &str) -> Vec<String> {
 fn selector(text: &str) -> Result<Vec<Requirement>, ApiError> {
     let bad = |term: &str| ApiError::bad_request(format!("unable to parse requirement: {term:?}"));
     let set = |rest: &str, term: &str| -> Result<Vec<String>, ApiError> {
+        let rest = rest.trim();
+        if !rest.starts_with('(') {
+            // The lexer's next literal where `(` should be (`parseValues` in
+            // apimachinery's pkg/labels/selector.go @ v0.36.3).
+            let found: String = rest
+                .chars()
+                .take_while(|c| !c.is_whitespace() && !"(),!=".contains(*c))
+                .collect();
+            return Err(ApiError::bad_request(format!(
+                "unable to parse requirement: found '{found}' expected: '('"
+            )));
+        }
         let inner = rest
-            .trim()
             .strip_prefix('(')
             .and_then(|r| r.strip_suffix(')'))
             .ok_or_else(|| bad(term))?;
@@ -239,12 +259,12 @@ pub fn handle(shared: &Shared, req: &Request<'_>) -> Response {
             .map(ok)
             .ok_or_else(|| ApiError::not_found("groupversion", "v1")),
         ("GET", ["apis"]) => Ok(ok(discovery::group_list(&k.objects))),
-        ("GET", ["apis", group]) => discovery::group(&k.objects, group)
-            .map(ok)
-            .ok_or_else(|| ApiError::not_found("group", group)),
-        ("GET", ["apis", group, version]) => discovery::resource_list(&k.objects, group, version)
-            .map(ok)
-            .ok_or_else(|| ApiError::not_found("groupversion", &format!("{group}/{version}"))),
+        ("GET", ["apis", group]) => {
+            Ok(discovery::group(&k.objects, group).map_or_else(no_such_path, ok))
+        }
+        ("GET", ["apis", group, version]) => {
+            Ok(discovery::resource_list(&k.objects, group, version).map_or_else(no_such_path, ok))
+        }
         ("GET", ["api", "v1", "nodes"]) => {
             let items = k
                 .nodes

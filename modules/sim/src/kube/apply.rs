@@ -5,10 +5,13 @@
 //! - A manager's `Apply` entry in `managedFields` owns the fields of the configuration it last
 //!   applied (`fieldsV1`, `f:` keys; lists are owned whole, where Kubernetes would key list
 //!   maps such as containers by name).
-//! - Applying removes the fields the manager owned before and no longer sends, then merges the
-//!   new configuration in (objects key by key, lists and scalars replaced). With one manager the
-//!   object is exactly the applied configuration plus what the server owns.
-//! - Without `force`, a field another manager owns with a different value is a 409 Conflict.
+//! - Applying removes the fields the manager owned before and no longer sends (unless another
+//!   manager owns them too), then merges the new configuration in (objects key by key, lists and
+//!   scalars replaced). With one manager the object is exactly the applied configuration plus
+//!   what the server owns.
+//! - Without `force`, a field another manager owns with a different value is a 409 Conflict;
+//!   with it, the applier takes the field from them, and a manager left owning nothing loses its
+//!   entry. The same value applied by two managers is owned by both.
 //! - The entry's time moves only when what it owns changes, so an apply that changes nothing
 //!   leaves the object (and its resourceVersion) as it was.
 //!
@@ -231,54 +234,73 @@ pub fn apply(
             json!([entry(manager, "Apply", &api_version, fields)]);
         return Ok(object);
     };
-    let existing = entries(live);
+    let mut existing = entries(live);
     let new_paths = leaf_paths(&fields);
-    if !force {
-        let mut conflicts = Vec::new();
-        for e in existing.iter().filter(|e| e["manager"] != manager) {
-            let theirs = leaf_paths(&e["fieldsV1"]);
-            for p in &new_paths {
-                let owned_by_them = theirs.iter().any(|t| t.starts_with(p) || p.starts_with(t));
-                if owned_by_them && get_path(live, p) != get_path(&config, p) {
-                    conflicts.push((e["manager"].as_str().unwrap_or("").to_string(), p.join(".")));
-                }
+    let overlaps = |a: &[String], b: &[String]| a.starts_with(b) || b.starts_with(a);
+    // Fields another manager owns with a value this configuration changes.
+    let mut conflicts: Vec<(String, Vec<String>)> = Vec::new();
+    for e in existing.iter().filter(|e| e["manager"] != manager) {
+        for theirs in leaf_paths(&e["fieldsV1"]) {
+            let changed = new_paths
+                .iter()
+                .any(|p| overlaps(p, &theirs) && get_path(live, p) != get_path(&config, p));
+            if changed {
+                conflicts.push((e["manager"].as_str().unwrap_or("").to_string(), theirs));
             }
         }
-        if !conflicts.is_empty() {
-            let causes = conflicts
-                .iter()
-                .map(|(m, p)| {
-                    (
-                        "FieldManagerConflict",
-                        format!("conflict with \"{m}\": .{p}"),
-                    )
-                })
-                .collect();
-            return Err(ApiError {
-                code: 409,
-                reason: "Conflict",
-                message: format!(
-                    "Apply failed with {} conflict{}: {}",
-                    conflicts.len(),
-                    if conflicts.len() == 1 { "" } else { "s" },
-                    conflicts
-                        .iter()
-                        .map(|(m, p)| format!("conflict with \"{m}\": .{p}"))
-                        .collect::<Vec<_>>()
-                        .join("\n")
-                ),
-                causes,
-                details_name: None,
-            });
+    }
+    if !force && !conflicts.is_empty() {
+        let causes = conflicts
+            .iter()
+            .map(|(m, p)| {
+                (
+                    "FieldManagerConflict",
+                    format!("conflict with \"{m}\": .{}", p.join(".")),
+                )
+            })
+            .collect();
+        return Err(ApiError {
+            code: 409,
+            reason: "Conflict",
+            message: format!(
+                "Apply failed with {} conflict{}: {}",
+                conflicts.len(),
+                if conflicts.len() == 1 { "" } else { "s" },
+                conflicts
+                    .iter()
+                    .map(|(m, p)| format!("conflict with \"{m}\": .{}", p.join(".")))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            ),
+            causes,
+            details_name: None,
+        });
+    }
+    // Forced, the applier takes the conflicting fields: the others no longer own them, and a
+    // manager left owning nothing loses its entry (structured-merge-diff's `Apply` with force,
+    // as kube-apiserver showed: `modules/sim/tests/real_kube_api.rs`).
+    for (other, path) in &conflicts {
+        if let Some(e) = existing.iter_mut().find(|e| e["manager"] == other.as_str()) {
+            let f_path: Vec<String> = path.iter().map(|k| format!("f:{k}")).collect();
+            remove_path(&mut e["fieldsV1"], &f_path);
         }
     }
+    existing.retain(|e| e["manager"] == manager || !leaf_paths(&e["fieldsV1"]).is_empty());
     let mut object = live.clone();
     if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
         meta.remove("managedFields");
     }
+    // A field the manager applied before and no longer sends goes, unless another manager
+    // still owns it.
     if let Some(previous) = existing.iter().find(|e| is_entry(e, manager, "Apply")) {
+        let others: Vec<Vec<String>> = existing
+            .iter()
+            .filter(|e| !is_entry(e, manager, "Apply"))
+            .flat_map(|e| leaf_paths(&e["fieldsV1"]))
+            .collect();
         for p in leaf_paths(&previous["fieldsV1"]) {
-            if !new_paths.iter().any(|n| n == &p) {
+            let kept = new_paths.iter().any(|n| n == &p) || others.iter().any(|o| overlaps(o, &p));
+            if !kept {
                 remove_path(&mut object, &p);
             }
         }

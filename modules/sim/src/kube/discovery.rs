@@ -21,6 +21,9 @@ fn resource(r: &ResourceType) -> Value {
     if !r.short_names.is_empty() {
         v["shortNames"] = json!(r.short_names);
     }
+    if !r.categories.is_empty() {
+        v["categories"] = json!(r.categories);
+    }
     v
 }
 

@@ -16,6 +16,8 @@ pub struct ResourceType {
     pub singular: String,
     pub namespaced: bool,
     pub short_names: Vec<String>,
+    /// The categories discovery lists it in (`kubectl get all` reads `all`).
+    pub categories: Vec<String>,
     /// Served from the generic object store (Nodes, Pods and PodDisruptionBudgets have routes
     /// of their own in `api.rs`).
     pub stored: bool,
@@ -191,6 +193,22 @@ const BUILTIN: &[Builtin] = &[
     ),
 ];
 
+/// The built-in resources in the `all` category: their registries' `Categories()` (pods,
+/// services, replication controllers and the workloads; `pkg/registry/*/storage` @ v1.36.3), as
+/// kube-apiserver's discovery lists them.
+fn builtin_categories(group: &str, plural: &str) -> Vec<String> {
+    let all = matches!(
+        (group, plural),
+        ("", "pods" | "services" | "replicationcontrollers")
+            | (
+                "apps",
+                "daemonsets" | "deployments" | "replicasets" | "statefulsets"
+            )
+            | ("batch", "jobs" | "cronjobs")
+    );
+    if all { vec!["all".to_string()] } else { vec![] }
+}
+
 fn builtin() -> impl Iterator<Item = ResourceType> {
     BUILTIN.iter().map(
         |(group, version, kind, plural, namespaced, short, stored, generation)| ResourceType {
@@ -201,6 +219,7 @@ fn builtin() -> impl Iterator<Item = ResourceType> {
             singular: kind.to_lowercase(),
             namespaced: *namespaced,
             short_names: short.iter().map(|s| s.to_string()).collect(),
+            categories: builtin_categories(group, plural),
             stored: *stored,
             generation: *generation,
         },
@@ -235,6 +254,15 @@ fn custom(crd: &Value) -> Vec<ResourceType> {
                 .collect()
         })
         .unwrap_or_default();
+    let categories: Vec<String> = crd
+        .pointer("/spec/names/categories")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
     let namespaced = text(crd, "/spec/scope") != "Cluster";
     crd.pointer("/spec/versions")
         .and_then(Value::as_array)
@@ -250,6 +278,7 @@ fn custom(crd: &Value) -> Vec<ResourceType> {
             singular: singular.clone(),
             namespaced,
             short_names: short_names.clone(),
+            categories: categories.clone(),
             stored: true,
             generation: true,
         })

@@ -264,9 +264,14 @@ async fn answer(
             serving: idx,
         },
     );
+    // A text answer is plain text, as the API server's own 404 for a path no API serves.
+    let (content_type, body) = match response.body {
+        serde_json::Value::String(text) => ("text/plain; charset=utf-8", text),
+        json => ("application/json", json.to_string()),
+    };
     hyper::Response::builder()
         .status(response.code)
-        .header(http::header::CONTENT_TYPE, "application/json")
-        .body(Full::new(Bytes::from(response.body.to_string())))
+        .header(http::header::CONTENT_TYPE, content_type)
+        .body(Full::new(Bytes::from(body)))
         .unwrap_or_else(|_| hyper::Response::new(Full::new(Bytes::new())))
 }

@@ -215,6 +215,65 @@ pub struct Written {
     pub changed: bool,
 }
 
+/// The defaults the API server gives a DaemonSet's and a Deployment's own spec
+/// (`SetDefaults_DaemonSet`, `SetDefaults_Deployment` in k8s.io/kubernetes
+/// `pkg/apis/apps/v1/defaults.go` @ v1.36.3). Their pod templates' defaults (restart and DNS
+/// policy, termination message path, image pull policy...) are not modelled.
+fn workload_defaults(rt: &ResourceType, object: &mut Value) {
+    if rt.group != "apps" || !object["spec"].is_object() {
+        return;
+    }
+    let spec = &mut object["spec"];
+    let (strategy_key, rolling) = match rt.kind.as_str() {
+        "DaemonSet" => (
+            "updateStrategy",
+            json!({"maxUnavailable": 1, "maxSurge": 0}),
+        ),
+        "Deployment" => {
+            if spec.get("replicas").is_none_or(Value::is_null) {
+                spec["replicas"] = json!(1);
+            }
+            if spec
+                .get("progressDeadlineSeconds")
+                .is_none_or(Value::is_null)
+            {
+                spec["progressDeadlineSeconds"] = json!(600);
+            }
+            (
+                "strategy",
+                json!({"maxUnavailable": "25%", "maxSurge": "25%"}),
+            )
+        }
+        _ => return,
+    };
+    if spec.get(strategy_key).is_none_or(|v| !v.is_object()) {
+        spec[strategy_key] = json!({});
+    }
+    let strategy = &mut spec[strategy_key];
+    if strategy
+        .get("type")
+        .is_none_or(|t| t.as_str().is_none_or(str::is_empty))
+    {
+        strategy["type"] = json!("RollingUpdate");
+    }
+    if strategy["type"] == "RollingUpdate" {
+        if strategy.get("rollingUpdate").is_none_or(|v| !v.is_object()) {
+            strategy["rollingUpdate"] = json!({});
+        }
+        for (key, value) in rolling.as_object().into_iter().flatten() {
+            if strategy["rollingUpdate"]
+                .get(key)
+                .is_none_or(Value::is_null)
+            {
+                strategy["rollingUpdate"][key] = value.clone();
+            }
+        }
+    }
+    if spec.get("revisionHistoryLimit").is_none_or(Value::is_null) {
+        spec["revisionHistoryLimit"] = json!(10);
+    }
+}
+
 /// Sets the server-owned metadata on `candidate` (which carries the client's fields and, from
 /// the apply or update logic, its managedFields) and tells a real change from a no-op. `rv` is
 /// the resourceVersion a change gets; None for a dry run (a dry-run create has none at all).
@@ -227,6 +286,7 @@ pub fn settle(
     if rt.kind == "Secret" {
         fold_string_data(&mut candidate);
     }
+    workload_defaults(rt, &mut candidate);
     if let Some(obj) = candidate.as_object_mut() {
         obj.remove("status");
         obj.insert("apiVersion".into(), json!(rt.api_version()));

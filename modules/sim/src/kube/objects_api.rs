@@ -218,9 +218,18 @@ fn serve(st: &mut State, req: &Request<'_>, t: &Target) -> Result<Response, ApiE
             let out = match req.content_type {
                 Some("application/apply-patch+yaml") => {
                     if query_param(req.query, "fieldManager").is_none_or(|m| m.is_empty()) {
-                        return Err(ApiError::bad_request(
-                            "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
-                        ));
+                        // A validation failure of the options, so 422 Invalid (kube-apiserver
+                        // v1.36.3 answered so: modules/sim/tests/real_kube_api.rs).
+                        return Err(ApiError {
+                            code: 422,
+                            reason: "Invalid",
+                            message: "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch".into(),
+                            causes: vec![(
+                                "FieldValueRequired",
+                                "Required value: is required for apply patch".into(),
+                            )],
+                            details_name: None,
+                        });
                     }
                     let mut config = decode_yaml(req.body)?;
                     check_kind(&t.rt, &config)?;

@@ -90,6 +90,14 @@ pub fn start(etcd: &Path, spec: &MemberSpec, initial: &InitialCluster) -> std::i
     cmd.stdin(Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log);
+    dies_with_parent(&mut cmd);
+    cmd.spawn()
+}
+
+/// The child `cmd` starts is killed when the thread that starts it ends (`PR_SET_PDEATHSIG`),
+/// so a simulator or test killed by a signal leaves no server behind. Start it from a thread
+/// that lives as long as the child should.
+pub fn dies_with_parent(cmd: &mut Command) {
     // SAFETY: prctl is async-signal-safe and touches nothing of the parent's state.
     unsafe {
         cmd.pre_exec(|| {
@@ -99,7 +107,6 @@ pub fn start(etcd: &Path, spec: &MemberSpec, initial: &InitialCluster) -> std::i
             Ok(())
         });
     }
-    cmd.spawn()
 }
 
 fn open_log(path: &Path) -> std::io::Result<File> {
