@@ -149,12 +149,19 @@ def test_a_fault_on_the_real_side_is_flagged_exactly_where_it_shows(sim_factory,
     differing = {(p["node"], p["probe"]) for p in result["probes"] if p["result"] == "differs"}
     # MachineStatus too: an unhealthy etcd is an unmet "services" condition, so the node is not ready
     # (internal/app/machined/pkg/controllers/runtime/machine_status.go @ v1.14.1, servicesCheck).
+    # The only member down, no etcd answers: the member list waits out its deadline (Talos's
+    # clientv3 waits for a connection, internal/pkg/etcd/etcd.go @ v1.14.1), and so do the modules
+    # that read it (talos_info, talos_bootstrap's check, talos_reset's guard, which refuses).
     assert differing == {
         ("cp1", "ServiceList"),
+        ("cp1", "EtcdMemberList"),
         ("cp1", "EtcdStatus"),
         ("cp1", "COSI Get MachineStatuses.runtime.talos.dev runtime/machine"),
         ("cp1", "HealthCheck"),
+        ("cp1", "module talos_info"),
+        ("cp1", "module talos_reset"),
         ("cp1", "module talos_health"),
+        ("cp1", "module talos_bootstrap (already bootstrapped)"),
     }, report
     by_key = {(p["node"], p["probe"]): p for p in result["probes"]}
     status = {d["aspect"]: d for d in by_key[("cp1", "EtcdStatus")]["differences"]}
