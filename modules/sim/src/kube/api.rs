@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use super::model::{ApiError, KubeEvent, KubeState, node_name};
+use super::model::{ApiError, KubeEvent, KubeState, PatchKind, node_name};
 use super::{discovery, objects_api, render};
 use crate::control::KubeSnapshot;
 use crate::state::Shared;
@@ -285,11 +285,12 @@ pub fn handle(shared: &Shared, req: &Request<'_>) -> Response {
             })
             .ok_or_else(|| ApiError::not_found("nodes", name)),
         ("PATCH", ["api", "v1", "nodes", name]) => {
-            let merge = matches!(
-                req.content_type,
-                Some("application/strategic-merge-patch+json" | "application/merge-patch+json")
-            );
-            if !merge {
+            let kind = match req.content_type {
+                Some("application/strategic-merge-patch+json") => Some(PatchKind::Strategic),
+                Some("application/merge-patch+json") => Some(PatchKind::Merge),
+                _ => None,
+            };
+            let Some(kind) = kind else {
                 return err(ApiError {
                     code: 415,
                     reason: "UnsupportedMediaType",
@@ -300,12 +301,12 @@ pub fn handle(shared: &Shared, req: &Request<'_>) -> Response {
                     causes: vec![],
                     details_name: None,
                 });
-            }
+            };
             match serde_json::from_slice::<Value>(req.body) {
                 Err(e) => Err(ApiError::bad_request(format!("error decoding patch: {e}"))),
                 Ok(patch) => {
                     let name = name.to_string();
-                    st.kube.patch_node(&name, &patch).map(|()| {
+                    st.kube.patch_node(&name, &patch, kind).map(|()| {
                         let rec = &st.kube.nodes[&name];
                         ok(render::node(&name, rec, &st.nodes[rec.index]))
                     })
@@ -317,10 +318,15 @@ pub fn handle(shared: &Shared, req: &Request<'_>) -> Response {
             match st.kube.nodes.get(&name) {
                 None => Err(ApiError::not_found("nodes", &name)),
                 Some(rec) => {
-                    // The API server answers a delete with the object as it was.
-                    let obj = render::node(&name, rec, &st.nodes[rec.index]);
+                    // A Node's delete is answered with a Status, not the object (kube-apiserver
+                    // v1.36.3: modules/sim/tests/real_kube_api.rs).
+                    let uid = rec.uid.clone();
                     st.kube.delete_node(&name, &st.nodes);
-                    Ok(ok(obj))
+                    Ok(ok(
+                        json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+                        "status": "Success",
+                        "details": {"name": name, "kind": "nodes", "uid": uid}}),
+                    ))
                 }
             }
         }

@@ -190,6 +190,77 @@ pub struct KubeState {
     /// By node index, whether that node's Talos wants its Node cordoned (its NodeCordonedSpec,
     /// which follows the machine's stage and is applied once an API server answers).
     pub talos_cordons: BTreeMap<usize, bool>,
+    /// By node index, the boot on which its Node was deleted while the machine ran: its kubelet
+    /// registers once per start (`registerWithAPIServer` returns once `registrationCompleted`,
+    /// pkg/kubelet/kubelet_node_status.go @ v1.36.3), so the Node comes back only after a reboot.
+    pub deleted_on_boot: BTreeMap<usize, String>,
+}
+
+/// How a PATCH body is read (its Content-Type).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PatchKind {
+    /// `application/strategic-merge-patch+json`
+    Strategic,
+    /// `application/merge-patch+json`
+    Merge,
+}
+
+/// A patch whose value has the wrong type for its field: 422 Invalid, as kube-apiserver v1.36.3
+/// answers (modules/sim/tests/real_kube_api.rs). A strategic merge patch fails in the patch's
+/// own check (`unrecognized type`, with the patch printed as Go prints a map); a merge patch when
+/// the patched object is decoded (Go's JSON error, after the object, which the model does not
+/// print byte for byte).
+fn invalid_patch(
+    kind: PatchKind,
+    patch: &Value,
+    field: &str,
+    go_type: &str,
+    value: &Value,
+) -> ApiError {
+    let message = match kind {
+        PatchKind::Strategic => format!(
+            " \"\" is invalid: patch: Invalid value: \"{}\": unrecognized type: {go_type}",
+            go_value(patch)
+        ),
+        PatchKind::Merge => format!(
+            " \"\" is invalid: patch: Invalid value: {}: json: cannot unmarshal {} into Go struct field {field} of type {go_type}",
+            serde_json::to_string(&patch.to_string()).unwrap_or_default(),
+            json_type(value)
+        ),
+    };
+    ApiError {
+        code: 422,
+        reason: "Invalid",
+        message,
+        causes: vec![],
+        details_name: None,
+    }
+}
+
+/// A decoded JSON value as Go's `%v` prints it: `map[k:v]` with sorted keys, `[a b]`, `<nil>`.
+fn go_value(v: &Value) -> String {
+    match v {
+        Value::Null => "<nil>".into(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => s.clone(),
+        Value::Array(items) => format!(
+            "[{}]",
+            items.iter().map(go_value).collect::<Vec<_>>().join(" ")
+        ),
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_by_key(|(k, _)| *k);
+            format!(
+                "map[{}]",
+                entries
+                    .iter()
+                    .map(|(k, v)| format!("{k}:{}", go_value(v)))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            )
+        }
+    }
 }
 
 /// The Kubernetes API's answer to a request that did not succeed.
@@ -319,9 +390,12 @@ impl KubeState {
                 continue;
             }
             let name = node_name(n);
-            if self.nodes.contains_key(&name) {
+            if self.nodes.contains_key(&name)
+                || self.deleted_on_boot.get(&n.index) == Some(&n.boot_id)
+            {
                 continue;
             }
+            self.deleted_on_boot.remove(&n.index);
             let mut labels = BTreeMap::from([
                 ("kubernetes.io/hostname".to_string(), name.clone()),
                 ("kubernetes.io/os".to_string(), "linux".to_string()),
@@ -493,7 +567,12 @@ impl KubeState {
     }
 
     /// A strategic-merge or JSON-merge patch of a Node: `spec.unschedulable`, labels, annotations.
-    pub fn patch_node(&mut self, name: &str, patch: &Value) -> Result<(), ApiError> {
+    pub fn patch_node(
+        &mut self,
+        name: &str,
+        patch: &Value,
+        kind: PatchKind,
+    ) -> Result<(), ApiError> {
         let Some(rec) = self.nodes.get_mut(name) else {
             return Err(ApiError::not_found("nodes", name));
         };
@@ -503,10 +582,13 @@ impl KubeState {
                 Value::Null => false,
                 Value::Bool(b) => *b,
                 other => {
-                    return Err(ApiError::bad_request(format!(
-                        "json: cannot unmarshal {} into Go struct field NodeSpec.spec.unschedulable of type bool",
-                        json_type(other)
-                    )));
+                    return Err(invalid_patch(
+                        kind,
+                        patch,
+                        "NodeSpec.spec.unschedulable",
+                        "bool",
+                        other,
+                    ));
                 }
             };
         }
@@ -524,10 +606,13 @@ impl KubeState {
                             map.insert(k.clone(), s.clone());
                         }
                         other => {
-                            return Err(ApiError::bad_request(format!(
-                                "json: cannot unmarshal {} into Go struct field ObjectMeta.metadata.{field} of type string",
-                                json_type(other)
-                            )));
+                            return Err(invalid_patch(
+                                kind,
+                                patch,
+                                &format!("ObjectMeta.metadata.{field}"),
+                                "string",
+                                other,
+                            ));
                         }
                     }
                 }
@@ -561,10 +646,13 @@ impl KubeState {
 
     /// DELETE of a Node: the object goes, and the pod garbage collector deletes the pods bound to
     /// it (`gcOrphaned` in kubernetes `pkg/controller/podgc/gc_controller.go`), which their
-    /// ReplicaSets replace elsewhere. A node whose kubelet still runs registers again at the next
-    /// refresh, as a kubelet does. None when there is no such Node.
+    /// ReplicaSets replace elsewhere. A node whose kubelet still runs registers again only after
+    /// its next boot (`deleted_on_boot`). None when there is no such Node.
     pub fn delete_node(&mut self, name: &str, st_nodes: &[Node]) -> Option<NodeRecord> {
         let rec = self.nodes.remove(name)?;
+        if let Some(n) = st_nodes.get(rec.index).filter(|n| n.up) {
+            self.deleted_on_boot.insert(rec.index, n.boot_id.clone());
+        }
         self.pods.retain(|p| p.node.as_deref() != Some(name));
         self.bump();
         self.record("delete_node", name, None);
