@@ -74,15 +74,23 @@ pub fn member_list(
     }
 }
 
-/// Tries each endpoint in turn, as clientv3 does, until one answers (a refusal is an answer).
+/// Tries each endpoint in turn, as clientv3 does, until one answers (a refusal is an answer),
+/// but a learner's refusal of what it does not serve is asked again of the next endpoint
+/// (`isSafeRetry` in client/v3 `retry_interceptor.go` @ v3.7.1).
 pub(super) fn first_answer<T>(
     ips: &[Ipv4Addr],
     call: impl Fn(&Gateway) -> Result<T, GatewayError>,
 ) -> Result<T, GatewayError> {
+    const LEARNER_REFUSAL: &str = "etcdserver: rpc not supported for learner";
     let mut last = GatewayError::Unreachable("no etcd member to ask".into());
     for &ip in ips {
         match call(&RealEtcd::gateway(ip)) {
             Err(GatewayError::Unreachable(why)) => last = GatewayError::Unreachable(why),
+            Err(refused @ GatewayError::Refused { .. })
+                if refused.to_string() == LEARNER_REFUSAL =>
+            {
+                last = refused;
+            }
             other => return other,
         }
     }
