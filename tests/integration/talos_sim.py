@@ -15,6 +15,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import time
 
 import pytest
 
@@ -41,6 +42,38 @@ def backend_args(backend):
         subprocess.run([str(ROOT / "tools" / "etcd" / "build")], check=True, timeout=900,
                        env={**os.environ, "FERRO_UPSTREAM_DIR": str(UPSTREAM_DIR)})
     return ("--backend", "real", "--upstream-dir", str(UPSTREAM_DIR))
+
+
+# What answers the cluster's Kubernetes API: the simulator's model, or upstream's kube-apiserver,
+# kube-controller-manager and kube-scheduler on every control plane (`--kubernetes real`, on real etcd;
+# built by tools/kube-apiserver/build), with talos-sim playing the kubelets and Talos's controllers.
+KUBERNETES = ("model", "real")
+
+
+def kubernetes_args(kubernetes):
+    """The talos-sim flags for `kubernetes`: for `real`, the real etcd backend and upstream's Kubernetes
+    programs (built first, once), skipping without Go as backend_args does."""
+    if kubernetes == "model":
+        return ()
+    args = backend_args("real")
+    if shutil.which("go") is not None:
+        subprocess.run([str(ROOT / "tools" / "kube-apiserver" / "build")], check=True, timeout=1800,
+                       env={**os.environ, "FERRO_UPSTREAM_DIR": str(UPSTREAM_DIR)})
+    return (*args, "--kubernetes", "real")
+
+
+def wait_nodes_ready(sim, count):
+    """Every Node registered and Ready: at once with the model; with --kubernetes real once the
+    control plane's programs have started and the kubelets have reported."""
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        nodes = sim.control(op="kube")["nodes"]
+        ready = [n for n in nodes if any(c["type"] == "Ready" and c["status"] == "True"
+                                         for c in n["status"]["conditions"])]
+        if len(ready) == count:
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"{count} Nodes never became Ready: {sim.control(op='kube')['nodes']}")
 
 
 def binary():

@@ -8,8 +8,10 @@ API server accepted, so a drain that ran after the reboot, or not at all, fails 
 
 import time
 
+import pytest
 import yaml
 
+from talos_sim import KUBERNETES, kubernetes_args, wait_nodes_ready
 from test_talos_upgrade import converged
 
 GHCR = "ghcr.io/siderolabs/installer"
@@ -43,7 +45,9 @@ def pods_on(sim, name, app):
 
 
 def wait_ready_pods(sim, app, count):
-    deadline = time.time() + 10
+    # Upstream's controllers, scheduler and the kubelets' reports take a few seconds with
+    # --kubernetes real; the model's a moment.
+    deadline = time.time() + 60
     while time.time() < deadline:
         pods = [p for p in kube(sim)["pods"] if p["metadata"]["labels"].get("app") == app]
         ready = [p for p in pods if any(c["type"] == "Ready" and c["status"] == "True"
@@ -58,8 +62,11 @@ def log_of(sim, name):
     return [(e["action"], e.get("pod")) for e in kube(sim)["log"] if e["node"] == name]
 
 
-def test_an_os_upgrade_drains_the_node_and_uncordons_it(ansible, sim_factory, tmp_path):
-    sim, inventory = converged(ansible, sim_factory, tmp_path, control_planes=1, workers=2)
+@pytest.mark.parametrize("kubernetes", KUBERNETES)
+def test_an_os_upgrade_drains_the_node_and_uncordons_it(ansible, sim_factory, tmp_path, kubernetes):
+    sim, inventory = converged(ansible, sim_factory, tmp_path, control_planes=1, workers=2,
+                               extra=kubernetes_args(kubernetes))
+    wait_nodes_ready(sim, 3)
     # Two replicas, at most one down at a time: on one node both may have to leave one by one.
     sim.control(op="workload", namespace="default", name="web", replicas=2, min_available=1)
     wait_ready_pods(sim, "web", 2)
@@ -113,8 +120,11 @@ def test_an_os_upgrade_drains_the_node_and_uncordons_it(ansible, sim_factory, tm
     assert log_of(sim, w1)[-1][0] == "uncordon"
 
 
-def test_a_budget_that_allows_no_disruption_stops_the_upgrade(ansible, sim_factory, tmp_path):
-    sim, inventory = converged(ansible, sim_factory, tmp_path, control_planes=1, workers=1)
+@pytest.mark.parametrize("kubernetes", KUBERNETES)
+def test_a_budget_that_allows_no_disruption_stops_the_upgrade(ansible, sim_factory, tmp_path, kubernetes):
+    sim, inventory = converged(ansible, sim_factory, tmp_path, control_planes=1, workers=1,
+                               extra=kubernetes_args(kubernetes))
+    wait_nodes_ready(sim, 2)
     sim.control(op="workload", namespace="default", name="db", replicas=1, min_available=1)
     [db] = wait_ready_pods(sim, "db", 1)
     w1 = node_name(sim, 1)

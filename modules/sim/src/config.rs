@@ -43,6 +43,18 @@ pub struct SimConfig {
     pub address_blocks: Option<AddressBlocks>,
     /// What answers for etcd: the simulator's model, or real etcd members (`real/mod.rs`).
     pub backend: Backend,
+    /// What answers the cluster's Kubernetes API: the model (`kube/`), or upstream's
+    /// kube-apiserver, controller manager and scheduler (`real/kubernetes`; needs the real
+    /// etcd backend).
+    pub kubernetes: Kubernetes,
+}
+
+/// What plays the Kubernetes control plane.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Kubernetes {
+    #[default]
+    Model,
+    Real(crate::real::kubernetes::KubeBinaries),
 }
 
 /// What plays etcd behind the simulated control planes.
@@ -72,6 +84,7 @@ impl Default for SimConfig {
             in_memory: false,
             address_blocks: None,
             backend: Backend::Model,
+            kubernetes: Kubernetes::Model,
         }
     }
 }
@@ -92,6 +105,11 @@ impl SimConfig {
     pub fn validate(&self) -> anyhow::Result<()> {
         if self.node_count() == 0 {
             anyhow::bail!("the cluster needs at least one node");
+        }
+        if matches!(self.kubernetes, Kubernetes::Real(_)) && self.backend == Backend::Model {
+            anyhow::bail!(
+                "--kubernetes real needs --backend real: upstream's kube-apiserver stores the cluster in a real etcd"
+            );
         }
         if self.address_of(self.node_count() - 1).is_none() {
             anyhow::bail!(

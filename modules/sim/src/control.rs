@@ -132,6 +132,20 @@ pub(crate) fn add_workload(
     replicas: u32,
     min_available: Option<u32>,
 ) -> Result<()> {
+    if let Some(real) = &shared.real_kube {
+        if shared.lock().etcd.is_none() {
+            bail!("the cluster is not bootstrapped: Kubernetes has no workloads yet");
+        }
+        return crate::real::kubernetes::talos::add_workload(
+            real,
+            shared,
+            namespace,
+            name,
+            replicas,
+            min_available,
+        )
+        .map_err(|e| anyhow!(e));
+    }
     let mut guard = shared.lock();
     let st = &mut *guard;
     if st.etcd.is_none() {

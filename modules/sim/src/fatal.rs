@@ -54,7 +54,7 @@ pub fn handle(shared: &Arc<Shared>, idx: usize, actor: String, afterwards: After
             n.generation += 1;
             let never_return = n.faults.never_return;
             let name = crate::kube::node_name(n);
-            if st.kube.nodes.contains_key(&name) {
+            if st.kube.has_node(&name) {
                 st.kube.record("node_down", &name, None);
             }
             shared.notify(&st, idx);

@@ -75,10 +75,11 @@ use serde::{Deserialize, Serialize};
 use tokio::task::JoinHandle;
 
 pub use blocks::AddressBlocks;
-pub use config::{Backend, SimConfig};
+pub use config::{Backend, Kubernetes, SimConfig};
 pub use fault_kind::FaultKind;
 pub use kube::DrainTimes;
 pub use real::EtcdBinaries;
+pub use real::kubernetes::KubeBinaries;
 pub use state::Faults;
 
 use state::Shared;
@@ -163,6 +164,9 @@ impl Cluster {
         let shared = Shared::new(cfg, store, restored)?;
         if let Some(real) = &shared.real {
             real.supervise(Arc::downgrade(&shared));
+        }
+        if let Some(kube) = &shared.real_kube {
+            kube.supervise(Arc::downgrade(&shared));
         }
         {
             let mut st = shared.lock();
@@ -365,6 +369,9 @@ impl Cluster {
         for t in self.tasks {
             t.abort();
             let _ = t.await;
+        }
+        if let Some(kube) = &self.shared.real_kube {
+            kube.shutdown();
         }
         if let Some(real) = &self.shared.real {
             real.shutdown();

@@ -140,6 +140,20 @@ impl StoredConfig {
         ))
     }
 
+    /// The service-account signing key, as PEM: `KubeServiceAccountConfig.issuer.privateKey`
+    /// (PEM text, Talos 1.14, `types/k8s/service_account.go` @ v1.14.1), else
+    /// `cluster.serviceAccount.key` (base64).
+    pub fn service_account_key(&self) -> Option<String> {
+        if let Some(doc) = self.document("KubeServiceAccountConfig") {
+            return doc
+                .pointer("/issuer/privateKey")
+                .and_then(Value::as_str)
+                .filter(|s| s.contains("-----BEGIN"))
+                .map(String::from);
+        }
+        decode_b64_pem(self.v1(&["cluster", "serviceAccount", "key"]))
+    }
+
     /// `KubeClusterConfig`'s field (Talos 1.14, `types/k8s/cluster.go` @ v1.14.1), else the
     /// v1alpha1 one: upstream's `Container.K8sClusterConfig` takes the document when there is one.
     fn cluster_field(&self, field: &str, v1alpha1: &[&str]) -> String {

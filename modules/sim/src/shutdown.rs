@@ -59,7 +59,7 @@ pub async fn talos_drain(shared: &Arc<Shared>, idx: usize) -> Result<(), String>
         let Some(n) = st.nodes.get(idx) else {
             return Ok(());
         };
-        if !st.kube.nodes.contains_key(&crate::kube::node_name(n)) {
+        if !st.kube.has_node(&crate::kube::node_name(n)) {
             return Ok(());
         }
         kubernetes_api_works(&st)

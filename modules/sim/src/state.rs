@@ -383,6 +383,8 @@ pub struct Shared {
     pub deadlines: Mutex<BTreeMap<String, Duration>>,
     /// With the real backend: the etcd members the control planes run.
     pub real: Option<Arc<crate::real::RealEtcd>>,
+    /// With `--kubernetes real`: the Kubernetes control planes and the kubelets.
+    pub real_kube: Option<Arc<crate::real::kubernetes::RealKubernetes>>,
 }
 
 /// The locked state. Dropping it saves the state to the state directory (if any) when it
@@ -648,6 +650,18 @@ impl Shared {
                 )?))
             }
         };
+        let real_kube = match &cfg.kubernetes {
+            crate::config::Kubernetes::Model => None,
+            crate::config::Kubernetes::Real(bins) => {
+                let dir = store.as_ref().map(|s| s.dir());
+                let in_memory = store.as_ref().is_none_or(|s| !s.persists());
+                Some(Arc::new(crate::real::kubernetes::RealKubernetes::new(
+                    bins.clone(),
+                    dir,
+                    in_memory,
+                )?))
+            }
+        };
         let mut nodes = Vec::new();
         let mut run = Vec::new();
         let mut events = Vec::new();
@@ -728,6 +742,7 @@ impl Shared {
             stop: Notify::new(),
             deadlines: Mutex::default(),
             real,
+            real_kube,
         });
         match restored {
             None => {
@@ -1041,7 +1056,7 @@ impl Shared {
                 n.generation += 1;
                 let never = n.faults.never_return;
                 let name = crate::kube::node_name(n);
-                if st.kube.nodes.contains_key(&name) {
+                if st.kube.has_node(&name) {
                     st.kube.record("node_down", &name, None);
                 }
                 shared.notify(&st, idx);
@@ -1078,7 +1093,7 @@ impl Shared {
             n.stage = Stage::ShuttingDown;
             n.generation += 1;
             let name = crate::kube::node_name(n);
-            if st.kube.nodes.contains_key(&name) {
+            if st.kube.has_node(&name) {
                 st.kube.record("node_down", &name, None);
             }
             shared.notify(&st, idx);

@@ -434,6 +434,9 @@ pub fn request(
 
 /// The control protocol's view: nodes, pods and the log, for tests.
 pub fn snapshot(shared: &Shared) -> KubeSnapshot {
+    if let Some(real) = &shared.real_kube {
+        return crate::real::kubernetes::snapshot(real, shared);
+    }
     let mut guard = shared.lock();
     let st = &mut *guard;
     let bootstrapped = st.etcd.is_some();

@@ -56,7 +56,7 @@ fn inventory_object_key() -> ObjectKey {
 }
 
 /// Namespaces first, then CRDs, the rest in their order (upstream's stable sort).
-fn apply_order(kind: &str, api_version: &str) -> u8 {
+pub(super) fn apply_order(kind: &str, api_version: &str) -> u8 {
     match (kind, api_version) {
         ("Namespace", "v1") => 0,
         ("CustomResourceDefinition", v) if v.starts_with("apiextensions.k8s.io/") => 1,

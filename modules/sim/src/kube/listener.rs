@@ -30,14 +30,14 @@ const DEFAULT_PORT: u16 = 6443;
 
 /// Where and with what the node's API server serves now; None while it does not.
 #[derive(Clone, PartialEq)]
-struct Serving {
-    address: Ipv4Addr,
-    port: u16,
-    generation: u64,
-    config_version: u64,
+pub(crate) struct Serving {
+    pub address: Ipv4Addr,
+    pub port: u16,
+    pub generation: u64,
+    pub config_version: u64,
 }
 
-fn endpoint_port(cfg: &StoredConfig) -> u16 {
+pub(crate) fn endpoint_port(cfg: &StoredConfig) -> u16 {
     let endpoint = cfg.endpoint();
     let authority = endpoint
         .split("://")
@@ -53,7 +53,8 @@ fn endpoint_port(cfg: &StoredConfig) -> u16 {
         .unwrap_or(DEFAULT_PORT)
 }
 
-fn serving(shared: &Shared, idx: usize) -> Option<(Serving, StoredConfig)> {
+/// Where node `idx`'s API server serves now, and with which config: None while it does not.
+pub(crate) fn serving(shared: &Shared, idx: usize) -> Option<(Serving, StoredConfig)> {
     let st = shared.lock();
     let n = st.nodes.get(idx)?;
     let cfg = n.active.as_ref()?;
@@ -75,11 +76,10 @@ fn serving(shared: &Shared, idx: usize) -> Option<(Serving, StoredConfig)> {
     })
 }
 
-fn tls_config(cfg: &StoredConfig, address: Ipv4Addr) -> Result<Arc<rustls::ServerConfig>> {
-    let (ca_crt, ca_key) = cfg
-        .k8s_ca()
-        .ok_or_else(|| anyhow!("the config has no Kubernetes CA key (cluster.ca)"))?;
-    let mut ips: Vec<IpAddr> = vec![IpAddr::V4(address), "127.0.0.1".parse()?];
+/// The addresses and names kube-apiserver's serving certificate is for: the node's address,
+/// loopback, the in-cluster names and the cluster endpoint's host (Talos's `APIServerCertSANs`).
+pub(crate) fn serving_names(cfg: &StoredConfig, address: Ipv4Addr) -> (Vec<IpAddr>, Vec<String>) {
+    let mut ips: Vec<IpAddr> = vec![IpAddr::V4(address), IpAddr::V4(Ipv4Addr::LOCALHOST)];
     let mut dns: Vec<String> = [
         "kubernetes",
         "kubernetes.default",
@@ -106,6 +106,14 @@ fn tls_config(cfg: &StoredConfig, address: Ipv4Addr) -> Result<Arc<rustls::Serve
         Err(_) if !host.is_empty() => dns.push(host),
         Err(_) => {}
     }
+    (ips, dns)
+}
+
+fn tls_config(cfg: &StoredConfig, address: Ipv4Addr) -> Result<Arc<rustls::ServerConfig>> {
+    let (ca_crt, ca_key) = cfg
+        .k8s_ca()
+        .ok_or_else(|| anyhow!("the config has no Kubernetes CA key (cluster.ca)"))?;
+    let (ips, dns) = serving_names(cfg, address);
     let leaf = crate::pki::issue_server_cert(&ca_crt, &ca_key, "kube-apiserver", &ips, &dns)?;
     let certs = CertificateDer::pem_slice_iter(leaf.cert_pem.as_bytes())
         .collect::<Result<Vec<_>, _>>()
@@ -133,6 +141,10 @@ fn tls_config(cfg: &StoredConfig, address: Ipv4Addr) -> Result<Arc<rustls::Serve
 }
 
 pub async fn run(shared: Arc<Shared>, idx: usize) {
+    // With `--kubernetes real` upstream's kube-apiserver serves there (`real/kubernetes`).
+    if shared.real_kube.is_some() {
+        return;
+    }
     let mut shutdown = shared.shutdown.subscribe();
     loop {
         if *shutdown.borrow() {

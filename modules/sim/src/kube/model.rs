@@ -194,6 +194,9 @@ pub struct KubeState {
     /// registers once per start (`registerWithAPIServer` returns once `registrationCompleted`,
     /// pkg/kubelet/kubelet_node_status.go @ v1.36.3), so the Node comes back only after a reboot.
     pub deleted_on_boot: BTreeMap<usize, String>,
+    /// With `--kubernetes real`: the Nodes the simulator's kubelets registered with the real
+    /// API server (and have not seen deleted).
+    pub real_nodes: std::collections::BTreeSet<String>,
 }
 
 /// How a PATCH body is read (its Content-Type).
@@ -313,6 +316,11 @@ impl KubeState {
         self.resource_version
     }
 
+    /// Whether the cluster has a Node of this name, in the model or the real API server.
+    pub fn has_node(&self, name: &str) -> bool {
+        self.nodes.contains_key(name) || self.real_nodes.contains(name)
+    }
+
     pub fn resource_version(&self) -> u64 {
         self.resource_version
     }
@@ -396,19 +404,7 @@ impl KubeState {
                 continue;
             }
             self.deleted_on_boot.remove(&n.index);
-            let mut labels = BTreeMap::from([
-                ("kubernetes.io/hostname".to_string(), name.clone()),
-                ("kubernetes.io/os".to_string(), "linux".to_string()),
-                ("kubernetes.io/arch".to_string(), "amd64".to_string()),
-                ("beta.kubernetes.io/os".to_string(), "linux".to_string()),
-                ("beta.kubernetes.io/arch".to_string(), "amd64".to_string()),
-            ]);
-            if cfg.machine_type().is_some_and(|t| t.is_control_plane()) {
-                labels.insert(
-                    "node-role.kubernetes.io/control-plane".into(),
-                    String::new(),
-                );
-            }
+            let labels = registration_labels(&name, cfg);
             let rv = self.bump();
             self.nodes.insert(
                 name,
@@ -788,6 +784,28 @@ impl KubeState {
             && n.running_since
                 .is_some_and(|at| at.elapsed() >= READY_DELAY * 2)
     }
+}
+
+/// The labels a node's kubelet registers its Node with (the well-known ones, and the
+/// control-plane role Talos passes in `--node-labels`).
+pub fn registration_labels(
+    name: &str,
+    cfg: &crate::mcfg::StoredConfig,
+) -> BTreeMap<String, String> {
+    let mut labels = BTreeMap::from([
+        ("kubernetes.io/hostname".to_string(), name.to_string()),
+        ("kubernetes.io/os".to_string(), "linux".to_string()),
+        ("kubernetes.io/arch".to_string(), "amd64".to_string()),
+        ("beta.kubernetes.io/os".to_string(), "linux".to_string()),
+        ("beta.kubernetes.io/arch".to_string(), "amd64".to_string()),
+    ]);
+    if cfg.machine_type().is_some_and(|t| t.is_control_plane()) {
+        labels.insert(
+            "node-role.kubernetes.io/control-plane".into(),
+            String::new(),
+        );
+    }
+    labels
 }
 
 /// The kubelet posts Ready once it has run a moment on a node that is up with its config (and

@@ -16,8 +16,60 @@ const OWNED_LABELS: &str = "talos.dev/owned-labels";
 const OWNED_ANNOTATIONS: &str = "talos.dev/owned-annotations";
 const OWNED_TAINTS: &str = "talos.dev/owned-taints";
 
+/// What Talos puts on its Node: labels, annotations, taints.
+pub(super) struct NodeSpec {
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    pub taints: Vec<Taint>,
+}
+
+const CONTROL_PLANE_ROLE: &str = "node-role.kubernetes.io/control-plane";
+
+/// Talos's `K8sNodeConfig()` of `cfg`: its node labels, annotations and taints, and for a
+/// v1alpha1 control plane the role label and (unless `allowSchedulingOnControlPlanes`) the
+/// role's NoSchedule taint (`k8sNodeConfigShim.Labels`/`Taints`,
+/// pkg/machinery/config/types/v1alpha1/v1alpha1_k8s_bridge.go @ v1.14.1; a KubeNodeConfig
+/// document lists them itself).
+pub(super) fn talos_spec(cfg: &StoredConfig) -> NodeSpec {
+    let mut spec = NodeSpec {
+        labels: cfg.node_labels(),
+        annotations: cfg.node_annotations(),
+        taints: taints_of(cfg),
+    };
+    let shim = !cfg
+        .docs()
+        .iter()
+        .any(|d| d.get("kind").and_then(serde_json::Value::as_str) == Some("KubeNodeConfig"));
+    if shim && cfg.machine_type().is_some_and(|t| t.is_control_plane()) {
+        spec.labels.insert(CONTROL_PLANE_ROLE.into(), String::new());
+        let schedules = cfg
+            .v1alpha1()
+            .and_then(|d| d.pointer("/cluster/allowSchedulingOnControlPlanes"))
+            .and_then(serde_json::Value::as_bool)
+            .unwrap_or(false);
+        if !schedules && !spec.taints.iter().any(|t| t.key == CONTROL_PLANE_ROLE) {
+            spec.taints.push(Taint {
+                key: CONTROL_PLANE_ROLE.into(),
+                value: String::new(),
+                effect: "NoSchedule".into(),
+            });
+        }
+    }
+    spec
+}
+
 /// Brings `rec` to what `cfg` asks for; whether anything changed (the Node's resourceVersion moves).
 pub(super) fn apply(rec: &mut NodeRecord, cfg: &StoredConfig) -> bool {
+    let spec = NodeSpec {
+        labels: cfg.node_labels(),
+        annotations: cfg.node_annotations(),
+        taints: taints_of(cfg),
+    };
+    apply_spec(rec, &spec)
+}
+
+/// Brings `rec` to `spec` under Talos's ownership rules; whether anything changed.
+pub(super) fn apply_spec(rec: &mut NodeRecord, spec: &NodeSpec) -> bool {
     let before = (
         rec.labels.clone(),
         rec.annotations.clone(),
@@ -26,13 +78,13 @@ pub(super) fn apply(rec: &mut NodeRecord, cfg: &StoredConfig) -> bool {
     let mut owned_labels = owned(rec, OWNED_LABELS);
     let mut owned_annotations = owned(rec, OWNED_ANNOTATIONS);
     let mut owned_taints = owned(rec, OWNED_TAINTS);
-    apply_kv(&mut rec.labels, &mut owned_labels, &cfg.node_labels());
+    apply_kv(&mut rec.labels, &mut owned_labels, &spec.labels);
     apply_kv(
         &mut rec.annotations,
         &mut owned_annotations,
-        &cfg.node_annotations(),
+        &spec.annotations,
     );
-    apply_taints(&mut rec.taints, &mut owned_taints, &taints_of(cfg));
+    apply_taints(&mut rec.taints, &mut owned_taints, &spec.taints);
     set_owned(rec, OWNED_LABELS, &owned_labels);
     set_owned(rec, OWNED_ANNOTATIONS, &owned_annotations);
     set_owned(rec, OWNED_TAINTS, &owned_taints);

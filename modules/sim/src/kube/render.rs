@@ -15,7 +15,7 @@ use super::model::{
 };
 use crate::state::{Node, State};
 
-fn timestamp(t: SystemTime) -> String {
+pub(super) fn timestamp(t: SystemTime) -> String {
     OffsetDateTime::from(t)
         .replace_nanosecond(0)
         .ok()
@@ -295,7 +295,12 @@ fn reported_kubelet_image(n: &Node) -> String {
 
 /// Pods the kubelet keeps on a node: the control plane's static pods (mirror pods owned by the
 /// Node).
-fn node_pods(name: &str, rec: &NodeRecord, n: &Node, resource_version: u64) -> Vec<Value> {
+pub(super) fn node_pods(
+    name: &str,
+    rec: &NodeRecord,
+    n: &Node,
+    resource_version: u64,
+) -> Vec<Value> {
     let Some(cfg) = n.active.as_ref() else {
         return vec![];
     };

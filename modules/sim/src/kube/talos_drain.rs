@@ -100,7 +100,7 @@ pub(super) fn apply_cordon(rec: &mut NodeRecord, cordon: bool) -> Option<&'stati
 }
 
 /// What `Drain` does with one pod (by its JSON as the API server lists it).
-fn evicts(pod: &Value) -> bool {
+pub fn evicts(pod: &Value) -> bool {
     let meta = &pod["metadata"];
     if meta["annotations"].get(MIRROR_ANNOTATION).is_some() {
         return false;
@@ -118,6 +118,9 @@ fn evicts(pod: &Value) -> bool {
 /// once the pods are gone or the drain's time is up; Err with upstream's reason when the Node
 /// was never cordoned or its pods could not be listed.
 pub async fn cordon_and_drain(shared: &Arc<Shared>, idx: usize) -> Result<(), String> {
+    if let Some(real) = shared.real_kube.clone() {
+        return crate::real::kubernetes::talos::cordon_and_drain(real, shared.clone(), idx).await;
+    }
     let started = Instant::now();
     let (name, times) = {
         let st = shared.lock();

@@ -19,6 +19,7 @@
 
 pub mod answers;
 pub mod gateway;
+pub mod kubernetes;
 pub mod process;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -9,7 +9,10 @@ use anyhow::{Result, bail};
 use clap::{Args, Parser, Subcommand};
 use ferro_talos_sim::control::NodeRef;
 use ferro_talos_sim::store::StoredCluster;
-use ferro_talos_sim::{AddressBlocks, Backend, DrainTimes, EtcdBinaries, FaultKind, SimConfig};
+use ferro_talos_sim::{
+    AddressBlocks, Backend, DrainTimes, EtcdBinaries, FaultKind, KubeBinaries, Kubernetes,
+    SimConfig,
+};
 
 /// A real node refuses Bootstrap for a few seconds after boot (CRI not up, clock not synced);
 /// the simulator's binary does the same by default, so clients have to retry as they must
@@ -210,6 +213,11 @@ pub struct ProcessArgs {
     /// etcd member per control plane (upstream's etcd, built by tools/etcd/build).
     #[arg(long, value_enum, default_value_t = BackendKind::Model)]
     pub backend: BackendKind,
+    /// What answers the cluster's Kubernetes API: the simulator's model (fast), or upstream's
+    /// kube-apiserver, kube-controller-manager and kube-scheduler on each control plane (built
+    /// by tools/kube-apiserver/build; needs --backend real).
+    #[arg(long, value_enum, default_value_t = BackendKind::Model)]
+    pub kubernetes: BackendKind,
     /// With --backend real: the directory holding upstream's programs [default:
     /// $FERRO_UPSTREAM_DIR, else target/upstream].
     #[arg(long, value_name = "DIR")]
@@ -228,13 +236,22 @@ impl ProcessArgs {
     fn backend(&self) -> Backend {
         match self.backend {
             BackendKind::Model => Backend::Model,
-            BackendKind::Real => {
-                let dir = self.upstream_dir.clone().unwrap_or_else(|| {
-                    std::env::var_os("FERRO_UPSTREAM_DIR")
-                        .map_or_else(|| PathBuf::from("target/upstream"), PathBuf::from)
-                });
-                Backend::Real(EtcdBinaries::in_dir(&dir))
-            }
+            BackendKind::Real => Backend::Real(EtcdBinaries::in_dir(&self.upstream_dir())),
+        }
+    }
+
+    fn upstream_dir(&self) -> PathBuf {
+        self.upstream_dir.clone().unwrap_or_else(|| {
+            std::env::var_os("FERRO_UPSTREAM_DIR")
+                .map_or_else(|| PathBuf::from("target/upstream"), PathBuf::from)
+        })
+    }
+
+    /// What the flags ask to answer the Kubernetes API.
+    fn kubernetes(&self) -> Kubernetes {
+        match self.kubernetes {
+            BackendKind::Model => Kubernetes::Model,
+            BackendKind::Real => Kubernetes::Real(KubeBinaries::in_dir(&self.upstream_dir())),
         }
     }
 
@@ -333,6 +350,7 @@ impl Layout {
             in_memory: false,
             address_blocks,
             backend: process.backend(),
+            kubernetes: process.kubernetes(),
         })
     }
 
