@@ -22,44 +22,39 @@ import pytest
 BLOCKS = "20-249"
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 UPSTREAM_DIR = pathlib.Path(os.environ.get("FERRO_UPSTREAM_DIR") or ROOT / "target" / "upstream")
-# What plays etcd behind the simulated control planes: the simulator's model, or real etcd members
-# (`--backend real`, upstream's etcd built by tools/etcd/build). Tests of etcd's behaviour run on both.
-BACKENDS = ("model", "real")
+# What plays etcd and the Kubernetes control plane behind the simulated control planes: the simulator's
+# models, or upstream's programs (`real`: `--backend real --kubernetes real`, a real etcd member and
+# kube-apiserver, kube-controller-manager and kube-scheduler on every control plane, built by
+# tools/etcd/build and tools/kube-apiserver/build; talos-sim plays the kubelets and Talos's controllers).
+# The real backend's tests run one at a time (one xdist group): three real control planes at once on
+# the 2-core machine would time each other out.
+REAL = pytest.param("real", marks=pytest.mark.xdist_group("real-backend"))
+BACKENDS = ("model", REAL)
+# The tests of etcd's own behaviour (removals, quorum, recovery) run with real etcd and the model's
+# Kubernetes: with the real control plane beside it, the recovery after every member was wiped found
+# etcd running again (docs/talos-sim.md, open).
+REAL_ETCD = pytest.param("real-etcd", marks=pytest.mark.xdist_group("real-backend"))
+ETCD_BACKENDS = ("model", REAL_ETCD)
 
 
 def backend_args(backend):
-    """The talos-sim flags for `backend`. For `real`, upstream's etcd is built first (once; the build
-    keeps a binary newer than its module); without Go the test skips, saying why, and
-    FERRO_REQUIRE_UPSTREAM=1 (CI) makes that a failure."""
+    """The talos-sim flags for `backend`. For `real` and `real-etcd`, upstream's programs are built
+    first (once; a build keeps a binary newer than its module); without Go the test skips, saying why,
+    and FERRO_REQUIRE_UPSTREAM=1 (CI) makes that a failure."""
     if backend == "model":
         return ()
-    if shutil.which("go") is None and not (UPSTREAM_DIR / "etcd-v3.7.1").is_file():
-        reason = "upstream's etcd cannot be built: go is not installed (the real backend runs it)"
+    built = [UPSTREAM_DIR / "etcd-v3.7.1", UPSTREAM_DIR / "kube-apiserver-v1.36.3"]
+    if shutil.which("go") is None and not all(p.is_file() for p in built):
+        reason = "upstream's etcd and Kubernetes cannot be built: go is not installed (the real backend runs them)"
         if os.environ.get("FERRO_REQUIRE_UPSTREAM") == "1":
             pytest.fail(reason + "; FERRO_REQUIRE_UPSTREAM=1 makes this a failure", pytrace=False)
         pytest.skip(reason)
     if shutil.which("go") is not None:
-        subprocess.run([str(ROOT / "tools" / "etcd" / "build")], check=True, timeout=900,
-                       env={**os.environ, "FERRO_UPSTREAM_DIR": str(UPSTREAM_DIR)})
-    return ("--backend", "real", "--upstream-dir", str(UPSTREAM_DIR))
-
-
-# What answers the cluster's Kubernetes API: the simulator's model, or upstream's kube-apiserver,
-# kube-controller-manager and kube-scheduler on every control plane (`--kubernetes real`, on real etcd;
-# built by tools/kube-apiserver/build), with talos-sim playing the kubelets and Talos's controllers.
-KUBERNETES = ("model", "real")
-
-
-def kubernetes_args(kubernetes):
-    """The talos-sim flags for `kubernetes`: for `real`, the real etcd backend and upstream's Kubernetes
-    programs (built first, once), skipping without Go as backend_args does."""
-    if kubernetes == "model":
-        return ()
-    args = backend_args("real")
-    if shutil.which("go") is not None:
-        subprocess.run([str(ROOT / "tools" / "kube-apiserver" / "build")], check=True, timeout=1800,
-                       env={**os.environ, "FERRO_UPSTREAM_DIR": str(UPSTREAM_DIR)})
-    return (*args, "--kubernetes", "real")
+        for build in ("etcd", "kube-apiserver"):
+            subprocess.run([str(ROOT / "tools" / build / "build")], check=True, timeout=1800,
+                           env={**os.environ, "FERRO_UPSTREAM_DIR": str(UPSTREAM_DIR)})
+    args = ("--backend", "real", "--upstream-dir", str(UPSTREAM_DIR))
+    return args if backend == "real-etcd" else (*args, "--kubernetes", "real")
 
 
 def wait_nodes_ready(sim, count):

@@ -11,7 +11,7 @@ import time
 import pytest
 import yaml
 
-from talos_sim import KUBERNETES, kubernetes_args, wait_nodes_ready
+from talos_sim import BACKENDS, backend_args, wait_nodes_ready
 from test_talos_upgrade import converged
 
 GHCR = "ghcr.io/siderolabs/installer"
@@ -62,10 +62,10 @@ def log_of(sim, name):
     return [(e["action"], e.get("pod")) for e in kube(sim)["log"] if e["node"] == name]
 
 
-@pytest.mark.parametrize("kubernetes", KUBERNETES)
-def test_an_os_upgrade_drains_the_node_and_uncordons_it(ansible, sim_factory, tmp_path, kubernetes):
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_os_upgrade_drains_the_node_and_uncordons_it(ansible, sim_factory, tmp_path, backend):
     sim, inventory = converged(ansible, sim_factory, tmp_path, control_planes=1, workers=2,
-                               extra=kubernetes_args(kubernetes))
+                               extra=backend_args(backend))
     wait_nodes_ready(sim, 3)
     # Two replicas, at most one down at a time: on one node both may have to leave one by one.
     sim.control(op="workload", namespace="default", name="web", replicas=2, min_available=1)
@@ -120,10 +120,10 @@ def test_an_os_upgrade_drains_the_node_and_uncordons_it(ansible, sim_factory, tm
     assert log_of(sim, w1)[-1][0] == "uncordon"
 
 
-@pytest.mark.parametrize("kubernetes", KUBERNETES)
-def test_a_budget_that_allows_no_disruption_stops_the_upgrade(ansible, sim_factory, tmp_path, kubernetes):
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_budget_that_allows_no_disruption_stops_the_upgrade(ansible, sim_factory, tmp_path, backend):
     sim, inventory = converged(ansible, sim_factory, tmp_path, control_planes=1, workers=1,
-                               extra=kubernetes_args(kubernetes))
+                               extra=backend_args(backend))
     wait_nodes_ready(sim, 2)
     sim.control(op="workload", namespace="default", name="db", replicas=1, min_available=1)
     [db] = wait_ready_pods(sim, "db", 1)

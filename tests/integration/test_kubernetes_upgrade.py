@@ -14,7 +14,7 @@ import time
 import pytest
 import yaml
 
-from talos_sim import KUBERNETES, kubernetes_args, wait_nodes_ready
+from talos_sim import BACKENDS, backend_args, wait_nodes_ready
 from test_talos_upgrade import converged
 
 TASK = "Upgrade Kubernetes"
@@ -231,12 +231,12 @@ def config_map(name, namespace="default", **data):
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace}, "data": data}
 
 
-@pytest.mark.parametrize("kubernetes", KUBERNETES)
-def test_the_upgrade_ends_by_syncing_the_new_kube_proxy_to_its_daemon_set(ansible, sim_factory, tmp_path, kubernetes):
-    """With --kubernetes real the DaemonSet's rollout is upstream's controller's, its pods the
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_upgrade_ends_by_syncing_the_new_kube_proxy_to_its_daemon_set(ansible, sim_factory, tmp_path, backend):
+    """With the real backend the DaemonSet's rollout is upstream's controller's, its pods the
     scheduler's, their readiness what the kubelets report."""
     sim, inventory = converged(ansible, sim_factory, tmp_path, control_planes=1, workers=1,
-                               extra=kubernetes_args(kubernetes))
+                               extra=backend_args(backend))
     wait_nodes_ready(sim, 2)
     _, core, apps = kube_client(ansible, inventory, tmp_path)
 

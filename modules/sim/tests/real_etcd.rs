@@ -320,23 +320,48 @@ async fn real_snapshot_restores_into_a_new_cluster() {
     target.shutdown().await;
 }
 
-/// The etcd processes of a simulator killed with SIGKILL (no chance to stop them) end with it.
+/// The etcd and Kubernetes processes of a simulator killed with SIGKILL (no chance to stop them)
+/// end with it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_killed_simulator_leaves_no_etcd_behind() {
+async fn a_killed_simulator_leaves_no_etcd_or_kubernetes_behind() {
     use ferro_talos_proto::machine::apply_configuration_request::Mode;
     use std::process::{Command, Stdio};
     let Some((etcd, _)) = ferro_talos_oracle::etcd_programs() else {
         return;
     };
+    let Some(apiserver) = ferro_talos_oracle::kube_apiserver_program() else {
+        return;
+    };
     let etcd = etcd.canonicalize().unwrap();
+    let upstream = etcd.parent().unwrap().to_path_buf();
+    let programs: Vec<std::path::PathBuf> = [
+        "kube-apiserver",
+        "kube-controller-manager",
+        "kube-scheduler",
+    ]
+    .iter()
+    .map(|p| {
+        upstream.join(format!(
+            "{p}-{}",
+            ferro_talos_oracle::KUBE_APISERVER_VERSION
+        ))
+    })
+    .collect();
+    assert_eq!(apiserver.canonicalize().unwrap(), programs[0]);
     let b: [u8; 2] = rand::random();
     let base = format!("127.{}.{}.1", 200 + b[0] % 50, b[1]);
     let port = 20000 + rand::random::<u16>() % 30000;
     let mut sim = Command::new(env!("CARGO_BIN_EXE_talos-sim"))
         .args(["--control-planes", "1", "--base-address", &base])
         .args(["--port", &port.to_string(), "--bootstrap-settle-ms", "0"])
-        .args(["--backend", "real", "--upstream-dir"])
-        .arg(etcd.parent().unwrap())
+        .args([
+            "--backend",
+            "real",
+            "--kubernetes",
+            "real",
+            "--upstream-dir",
+        ])
+        .arg(&upstream)
         // Should this test fail half-way, the simulator still ends with it.
         .args(["--parent-pid", &std::process::id().to_string()])
         .stdout(Stdio::piped())
@@ -360,26 +385,34 @@ async fn a_killed_simulator_leaves_no_etcd_behind() {
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    // The etcd member the simulator started: a child process running upstream's etcd.
-    let etcd_child = || -> Option<u32> {
+    // The processes the simulator started running `program`: upstream's etcd member, and the
+    // control plane's kube-apiserver, kube-controller-manager and kube-scheduler.
+    let child_running = |program: &std::path::Path| -> Option<u32> {
         let tasks = std::fs::read_dir(format!("/proc/{}/task", sim.id())).ok()?;
         tasks
             .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("children")).ok())
             .flat_map(|c| c.split_whitespace().map(str::to_owned).collect::<Vec<_>>())
             .filter_map(|pid| pid.parse().ok())
-            .find(|pid| std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|exe| exe == etcd))
+            .find(|pid| {
+                std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|exe| exe == program)
+            })
     };
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let member = loop {
-        if let Some(pid) = etcd_child() {
-            break pid;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no etcd process under the simulator"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut children = Vec::new();
+    for program in std::iter::once(&etcd).chain(&programs) {
+        let pid = loop {
+            if let Some(pid) = child_running(program) {
+                break pid;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no {} process under the simulator",
+                program.display()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        children.push((program.clone(), pid));
+    }
     sim.kill().unwrap();
     sim.wait().unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -393,12 +426,15 @@ async fn a_killed_simulator_leaves_no_etcd_behind() {
                 .starts_with('Z')
         })
     };
-    while alive(member) {
-        assert!(
-            Instant::now() < deadline,
-            "etcd {member} outlived the simulator"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    for (program, pid) in children {
+        while alive(pid) {
+            assert!(
+                Instant::now() < deadline,
+                "{} ({pid}) outlived the simulator",
+                program.display()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 }
 

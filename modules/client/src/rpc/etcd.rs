@@ -26,6 +26,14 @@ const UPLOAD_CHUNK: u64 = 1 << 20;
 /// election after the leader went down, short enough that a lost quorum is said soon.
 const ELECTION_WAIT: Duration = Duration::from_secs(6);
 const NO_LEADER_RETRY: Duration = Duration::from_millis(250);
+/// How long a removal asks again while etcd calls the cluster unhealthy. etcd refuses to remove a
+/// voting member while fewer than a quorum of the others have been connected for its
+/// `HealthInterval` (5 s), and counts a member that just went down as connected until its peer
+/// stream breaks (`mayRemoveMember` in server/etcdserver/server.go @ v3.7.1): right after a
+/// control plane goes down the refusal is passing. Talos's own leave retries it the same way
+/// (every 10 s for 5 minutes, `LeaveCluster` in internal/pkg/etcd/etcd.go @ v1.14.1).
+const UNHEALTHY_WAIT: Duration = Duration::from_secs(12);
+const UNHEALTHY_RETRY: Duration = Duration::from_secs(1);
 
 /// A size for messages: `256.0 MiB`.
 fn mib(bytes: u64) -> String {
@@ -208,14 +216,26 @@ impl TalosClient {
 
     pub async fn etcd_remove_member_by_id(&self, member_id: u64) -> Result<()> {
         let op = "remove etcd member";
-        let req = self.request(
-            EtcdRemoveMemberByIdRequest { member_id },
-            self.opts.call_timeout,
-        )?;
-        let resp = self
-            .unary(op, self.machine().etcd_remove_member_by_id(req))
-            .await?;
-        self.first(op, resp.messages).map(|_| ())
+        let started = std::time::Instant::now();
+        loop {
+            let req = self.request(
+                EtcdRemoveMemberByIdRequest { member_id },
+                self.opts.call_timeout,
+            )?;
+            match self
+                .unary(op, self.machine().etcd_remove_member_by_id(req))
+                .await
+            {
+                Ok(resp) => return self.first(op, resp.messages).map(|_| ()),
+                Err(e)
+                    if e.to_string().contains("etcdserver: unhealthy cluster")
+                        && started.elapsed() + UNHEALTHY_RETRY < UNHEALTHY_WAIT =>
+                {
+                    tokio::time::sleep(UNHEALTHY_RETRY).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     /// The node this client targets leaves etcd. Talos may take minutes to answer: it waits up to

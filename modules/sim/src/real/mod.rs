@@ -88,6 +88,8 @@ struct Processes {
     drops_seen: BTreeMap<usize, u64>,
     /// Why each node's last start or join failed, printed once until it changes.
     last_failure: BTreeMap<usize, String>,
+    /// The nodes whose member answered its status at the last tick.
+    serving: BTreeSet<usize>,
 }
 
 pub struct RealEtcd {
@@ -168,6 +170,12 @@ impl RealEtcd {
     /// Whether node `idx` has an etcd process.
     pub fn running(&self, idx: usize) -> bool {
         self.procs().children.contains_key(&idx)
+    }
+
+    /// Whether node `idx`'s member answered its status at the supervisor's last look: a member
+    /// that was just started is running before it serves (Talos's health check asks the member).
+    pub fn serving(&self, idx: usize) -> bool {
+        self.procs().serving.contains(&idx)
     }
 
     /// Bootstrap: node `idx` starts a new cluster at its next tick.
@@ -317,6 +325,19 @@ impl RealEtcd {
         }
         self.promote(&wants);
         self.refresh_ids(shared, &wants);
+        self.refresh_serving(&wants);
+    }
+
+    fn refresh_serving(&self, wants: &[Want]) {
+        for want in wants {
+            let serves = self.running(want.idx) && Self::gateway(want.spec.ip).status().is_ok();
+            let mut procs = self.procs();
+            if serves {
+                procs.serving.insert(want.idx);
+            } else {
+                procs.serving.remove(&want.idx);
+            }
+        }
     }
 
     /// A node whose data the model dropped since the last tick loses its member's process and

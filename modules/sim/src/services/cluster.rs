@@ -50,7 +50,13 @@ fn unreachable(ip: &str) -> String {
 }
 
 /// Ok(()) when check `i` passes right now, Err(text) otherwise.
-fn evaluate(st: &State, i: usize, cps: &[String], workers: &[String]) -> Result<(), String> {
+fn evaluate(
+    st: &State,
+    real: Option<&crate::real::RealEtcd>,
+    i: usize,
+    cps: &[String],
+    workers: &[String],
+) -> Result<(), String> {
     let node = |ip: &str| st.nodes.iter().find(|n| n.address.to_string() == ip);
     let all = || cps.iter().chain(workers.iter());
     match i {
@@ -74,7 +80,8 @@ fn evaluate(st: &State, i: usize, cps: &[String], workers: &[String]) -> Result<
                         "{ip}: service \"etcd\" not in expected state \"Running\": current state [Preparing] Running pre state"
                     ));
                 }
-                if n.etcd_stopped() {
+                // With the real backend the member must answer too (just started, it does not yet).
+                if n.etcd_stopped() || real.is_some_and(|r| !r.serving(n.index)) {
                     return Err(format!("{ip}: service is not healthy: etcd"));
                 }
             }
@@ -271,7 +278,7 @@ impl ClusterService for Cluster {
                                 let st = &mut *guard;
                                 let bootstrapped = st.etcd.is_some();
                                 st.kube.refresh(&st.nodes, bootstrapped);
-                                evaluate(st, i, &cps, &workers)
+                                evaluate(st, shared.real.as_deref(), i, &cps, &workers)
                             };
                             match r {
                                 Ok(()) => {

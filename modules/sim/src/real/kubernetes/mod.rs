@@ -289,7 +289,7 @@ impl RealKubernetes {
         if missing.is_empty() {
             return;
         }
-        let api_ready = missing.contains(&Program::ApiServer) || self.ready(server, cp);
+        let api_ready = !missing.contains(&Program::ApiServer) && self.ready(server, cp);
         for p in missing {
             if p != Program::ApiServer && !api_ready {
                 continue;
@@ -325,17 +325,28 @@ impl RealKubernetes {
         }
     }
 
-    /// Whether the API server at `server` answers `/readyz` with 200.
+    /// Whether the API server at `server` serves the other two: `/readyz` answers 200 and the
+    /// controller manager may read the authentication ConfigMap both read first (right after
+    /// the start the authorizer's cache may not have the bootstrap roles yet, and they exit).
     fn ready(&self, server: SocketAddr, cp: &programs::ControlPlane<'_>) -> bool {
         let Some(ca) = cp.cfg.k8s_ca() else {
             return false;
         };
-        let client = self
-            .kubelets
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .client("admin", &["system:masters"], &ca);
-        client.is_some_and(|c| c.get(server, "/readyz").is_ok_and(|a| a.code == 200))
+        let (admin, controller_manager) = {
+            let mut kubelets = self.kubelets.lock().unwrap_or_else(|p| p.into_inner());
+            (
+                kubelets.client("admin", &["system:masters"], &ca),
+                kubelets.client("system:kube-controller-manager", &[], &ca),
+            )
+        };
+        let answers = |c: Option<client::Client>, path: &str| {
+            c.is_some_and(|c| c.get(server, path).is_ok_and(|a| a.code == 200))
+        };
+        answers(admin, "/readyz")
+            && answers(
+                controller_manager,
+                "/api/v1/namespaces/kube-system/configmaps/extension-apiserver-authentication",
+            )
     }
 }
 
