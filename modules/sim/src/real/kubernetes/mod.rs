@@ -46,7 +46,7 @@ struct Running {
     serving: bool,
     /// When each program last exited by itself (it starts again `RETRY` later).
     exited: BTreeMap<Program, Instant>,
-    /// The config digest, address and port the programs were started with.
+    /// What the programs were started with (`programs::fingerprint`).
     fingerprint: String,
     server: SocketAddr,
     started: Instant,
@@ -186,7 +186,7 @@ impl RealKubernetes {
                 .filter(|_| etcd.as_ref().is_some_and(|e| e.running(idx)));
             let fingerprint = want
                 .as_ref()
-                .map(|(s, cfg)| format!("{}:{}:{}", cfg.digest, s.address, s.port));
+                .map(|(s, cfg)| programs::fingerprint(cfg, s.address, s.port));
             let stale = {
                 let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
                 let stale = running

@@ -231,6 +231,28 @@ impl Program {
     }
 }
 
+/// What the programs' files and flags are made of: a config change that leaves these alone (an
+/// inline manifest, a label) does not restart them, as Talos restarts a static pod only when its
+/// spec changes. The one binary of each program serves every Kubernetes version the config names.
+pub fn fingerprint(cfg: &StoredConfig, address: Ipv4Addr, port: u16) -> String {
+    use sha2::Digest;
+    let mut h = sha2::Sha256::new();
+    let ca = cfg.k8s_ca().unwrap_or_default();
+    for part in [
+        ca.0,
+        ca.1,
+        cfg.service_account_key().unwrap_or_default(),
+        cfg.endpoint(),
+        subnets(cfg, "serviceSubnets", ""),
+        subnets(cfg, "podSubnets", ""),
+        format!("{address}:{port}"),
+    ] {
+        h.update(part.as_bytes());
+        h.update([0]);
+    }
+    hex::encode(h.finalize())
+}
+
 /// Writes the files the control plane's programs read.
 pub fn write_files(cp: &ControlPlane<'_>) -> anyhow::Result<()> {
     let dir = cp.dir;
