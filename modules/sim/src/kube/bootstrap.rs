@@ -56,7 +56,24 @@ fn inventory_object_key() -> ObjectKey {
 }
 
 /// Namespaces first, then CRDs, the rest in their order (upstream's stable sort).
-pub(super) fn apply_order(kind: &str, api_version: &str) -> u8 {
+/// The objects of a control plane's Manifest resources, flattened, Namespaces and then CRDs first.
+pub(super) fn manifest_objects(n: &Node) -> Vec<Value> {
+    let mut objects: Vec<Value> = n
+        .components
+        .manifests()
+        .iter()
+        .flat_map(|(_, r)| r.objects.iter().cloned())
+        .collect();
+    objects.sort_by_key(|o| {
+        apply_order(
+            o["kind"].as_str().unwrap_or(""),
+            o["apiVersion"].as_str().unwrap_or(""),
+        )
+    });
+    objects
+}
+
+fn apply_order(kind: &str, api_version: &str) -> u8 {
     match (kind, api_version) {
         ("Namespace", "v1") => 0,
         ("CustomResourceDefinition", v) if v.starts_with("apiextensions.k8s.io/") => 1,
@@ -97,18 +114,7 @@ impl KubeState {
             manager: FIELD_MANAGER,
             dry_run: false,
         };
-        let mut objects: Vec<Value> = n
-            .components
-            .manifests()
-            .iter()
-            .flat_map(|(_, r)| r.objects.iter().cloned())
-            .collect();
-        objects.sort_by_key(|o| {
-            apply_order(
-                o["kind"].as_str().unwrap_or(""),
-                o["apiVersion"].as_str().unwrap_or(""),
-            )
-        });
+        let objects = manifest_objects(n);
         let mut inventory = self.inventory();
         for mut object in objects {
             let api_version = object["apiVersion"].as_str().unwrap_or("").to_string();

@@ -14,7 +14,7 @@ use super::render;
 use crate::state::Node;
 
 pub use super::bootstrap::{FIELD_MANAGER, INVENTORY_ANNOTATION, INVENTORY_NAME, inventory_key};
-pub use super::talos_drain::evicts;
+pub use super::talos_drain::{evicts, pod_key};
 
 /// What a node's kubelet reports.
 pub struct KubeletReport {
@@ -199,19 +199,7 @@ pub struct ManifestObject {
 /// skips those it cannot map).
 pub fn bootstrap_manifests(n: &Node) -> Vec<ManifestObject> {
     let store = super::objects::ObjectStore::default();
-    let mut objects: Vec<Value> = n
-        .components
-        .manifests()
-        .iter()
-        .flat_map(|(_, r)| r.objects.iter().cloned())
-        .collect();
-    objects.sort_by_key(|o| {
-        super::bootstrap::apply_order(
-            o["kind"].as_str().unwrap_or(""),
-            o["apiVersion"].as_str().unwrap_or(""),
-        )
-    });
-    objects
+    super::bootstrap::manifest_objects(n)
         .into_iter()
         .filter_map(|mut object| {
             let api_version = object["apiVersion"].as_str()?.to_string();

@@ -99,6 +99,12 @@ pub(super) fn apply_cordon(rec: &mut NodeRecord, cordon: bool) -> Option<&'stati
     }
 }
 
+/// A listed pod's namespace and name.
+pub fn pod_key(pod: &Value) -> (String, String) {
+    let field = |f: &str| pod["metadata"][f].as_str().unwrap_or("").to_string();
+    (field("namespace"), field("name"))
+}
+
 /// What `Drain` does with one pod (by its JSON as the API server lists it).
 pub fn evicts(pod: &Value) -> bool {
     let meta = &pod["metadata"];
@@ -161,15 +167,7 @@ pub async fn cordon_and_drain(shared: &Arc<Shared>, idx: usize) -> Result<(), St
         render::pods(&st.kube, st, None)
             .iter()
             .filter(|p| p["spec"]["nodeName"] == name.as_str() && evicts(p))
-            .map(|p| {
-                (
-                    p["metadata"]["namespace"]
-                        .as_str()
-                        .unwrap_or("")
-                        .to_string(),
-                    p["metadata"]["name"].as_str().unwrap_or("").to_string(),
-                )
-            })
+            .map(pod_key)
             .collect()
     };
     loop {

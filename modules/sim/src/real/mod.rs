@@ -112,6 +112,29 @@ struct Want {
     data_drops: u64,
 }
 
+/// Where a real backend keeps its files: `state_dir/<what>`, or without a state directory a
+/// temporary directory of its own; and whether the simulator removes it when it stops (a
+/// temporary one, or a cluster that lives in memory). Created here.
+pub(crate) fn files_root(
+    state_dir: Option<&Path>,
+    in_memory: bool,
+    what: &str,
+) -> std::io::Result<(PathBuf, bool)> {
+    let (root, temporary) = match state_dir {
+        Some(dir) => (dir.join(what), in_memory),
+        None => {
+            let unique = format!(
+                "talos-sim-{what}-{}-{:08x}",
+                std::process::id(),
+                rand::random::<u32>()
+            );
+            (std::env::temp_dir().join(unique), true)
+        }
+    };
+    std::fs::create_dir_all(&root)?;
+    Ok((root, temporary))
+}
+
 impl RealEtcd {
     /// The backend for a cluster whose etcd data lives under `state_dir/etcd` (removed when the
     /// simulator stops if the cluster lives in memory), or, without a state directory, in a
@@ -122,18 +145,7 @@ impl RealEtcd {
         in_memory: bool,
     ) -> anyhow::Result<RealEtcd> {
         bins.check()?;
-        let (root, temporary) = match state_dir {
-            Some(dir) => (dir.join("etcd"), in_memory),
-            None => {
-                let unique = format!(
-                    "talos-sim-etcd-{}-{:08x}",
-                    std::process::id(),
-                    rand::random::<u32>()
-                );
-                (std::env::temp_dir().join(unique), true)
-            }
-        };
-        std::fs::create_dir_all(&root)?;
+        let (root, temporary) = files_root(state_dir, in_memory, "etcd")?;
         Ok(RealEtcd {
             bins,
             root,

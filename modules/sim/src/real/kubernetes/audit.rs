@@ -175,52 +175,18 @@ mod tests {
             }
             e.to_string()
         };
+        let node_write = |ts: &str, unschedulable: bool| {
+            line(ts, "update", "nodes", None, "w1", 200, Some(unschedulable))
+        };
+        let eviction =
+            |ts: &str, code: u16| line(ts, "create", "pods", Some("eviction"), "web-1", code, None);
         let text = [
-            line(
-                "2026-12-07T07:00:03.000000Z",
-                "update",
-                "nodes",
-                None,
-                "w1",
-                200,
-                Some(false),
-            ),
-            line(
-                "2026-12-07T07:00:01.000000Z",
-                "update",
-                "nodes",
-                None,
-                "w1",
-                200,
-                Some(true),
-            ),
-            line(
-                "2026-12-07T07:00:02.000000Z",
-                "create",
-                "pods",
-                Some("eviction"),
-                "web-1",
-                429,
-                None,
-            ),
-            line(
-                "2026-12-07T07:00:02.500000Z",
-                "create",
-                "pods",
-                Some("eviction"),
-                "web-1",
-                201,
-                None,
-            ),
-            line(
-                "2026-12-07T07:00:02.600000Z",
-                "update",
-                "nodes",
-                None,
-                "w1",
-                200,
-                Some(true),
-            ),
+            node_write("2026-12-07T07:00:03.000000Z", false),
+            node_write("2026-12-07T07:00:01.000000Z", true),
+            eviction("2026-12-07T07:00:02.000000Z", 429),
+            eviction("2026-12-07T07:00:02.500000Z", 201),
+            // Unschedulable already: no second cordon.
+            node_write("2026-12-07T07:00:02.600000Z", true),
         ]
         .join("\n");
         std::fs::write(&path, text).unwrap();

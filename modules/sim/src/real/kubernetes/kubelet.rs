@@ -4,9 +4,13 @@
 //! - registers its Node once per start (`registerWithAPIServer`, pkg/kubelet/kubelet_node_status.go),
 //!   with its labels and registration taints; a Node deleted while it runs stays gone until
 //!   the next boot;
-//! - posts the Node's status when it changes and every 10 s, and renews its Lease in
-//!   `kube-node-lease` every 10 s (`nodeStatusReportFrequency`, `nodeLeaseDurationSeconds`
-//!   40, pkg/kubelet/nodelease);
+//! - posts the Node's status when it changes, and renews its Lease in `kube-node-lease` every
+//!   10 s (a quarter of `NodeLeaseDurationSeconds` 40: `nodeLeaseRenewIntervalFraction` in
+//!   pkg/kubelet/kubelet.go, the defaults in pkg/kubelet/apis/config/v1beta1/defaults.go, the
+//!   lease controller in k8s.io/component-helpers apimachinery/lease/controller.go). Upstream
+//!   checks its status every 10 s (`NodeStatusUpdateFrequency`) and posts an unchanged one every
+//!   5 minutes (`NodeStatusReportFrequency`); this one posts an unchanged status every 10 s too,
+//!   which changes nothing a client reads;
 //! - keeps a mirror pod for each static pod, replaced when the static pod changes
 //!   (pkg/kubelet/pod/mirror_client.go);
 //! - reports the pods bound to it as running (Ready while the node is) and, for a pod being

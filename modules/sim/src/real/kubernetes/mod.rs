@@ -13,7 +13,8 @@
 //!
 //! A supervisor thread starts a control plane's programs once its API server would serve
 //! (`kube::serving`: up, configured, bootstrapped, its services running) and its etcd member
-//! runs, and stops them when either ends; a new config restarts them. Every child dies with
+//! runs, and stops them when either ends; a config that changes their inputs (the CA, the keys,
+//! the endpoint, the subnets) restarts them. Every child dies with
 //! the simulator (`dies_with_parent`); their files live in the state directory's `kubernetes/`.
 
 pub mod audit;
@@ -71,18 +72,7 @@ impl RealKubernetes {
         in_memory: bool,
     ) -> anyhow::Result<RealKubernetes> {
         bins.check()?;
-        let (root, temporary) = match state_dir {
-            Some(dir) => (dir.join("kubernetes"), in_memory),
-            None => {
-                let unique = format!(
-                    "talos-sim-kubernetes-{}-{:08x}",
-                    std::process::id(),
-                    rand::random::<u32>()
-                );
-                (std::env::temp_dir().join(unique), true)
-            }
-        };
-        std::fs::create_dir_all(&root)?;
+        let (root, temporary) = crate::real::files_root(state_dir, in_memory, "kubernetes")?;
         Ok(RealKubernetes {
             bins,
             root,
@@ -118,41 +108,41 @@ impl RealKubernetes {
         logs
     }
 
-    /// Starts the supervisor and the kubelets' thread for `shared`'s cluster.
+    /// Starts the supervisor and the kubelets' thread for `shared`'s cluster. The supervisor
+    /// stops the programs when it ends: they die with the thread that started them.
     pub fn supervise(self: &Arc<Self>, shared: Weak<Shared>) {
+        let supervisor = self.every_tick("kubernetes-supervisor", shared.clone(), |me, shared| {
+            me.tick(shared)
+        });
+        let kubelets = self.every_tick("kubelets", shared, kubelet::tick);
+        let mut threads = self.threads.lock().unwrap_or_else(|p| p.into_inner());
+        threads.push(supervisor);
+        threads.push(kubelets);
+    }
+
+    /// A thread that runs `round` every [`TICK`] until the backend stops or the cluster goes,
+    /// then stops the programs: the backend is ending.
+    fn every_tick(
+        self: &Arc<Self>,
+        name: &str,
+        shared: Weak<Shared>,
+        round: impl Fn(&RealKubernetes, &Shared) + Send + 'static,
+    ) -> JoinHandle<()> {
         let me = self.clone();
-        let weak = shared.clone();
-        let supervisor = std::thread::Builder::new()
-            .name("kubernetes-supervisor".into())
-            .spawn(move || {
-                while !me.stopping.load(Ordering::SeqCst) {
-                    let Some(shared) = weak.upgrade() else {
-                        break;
-                    };
-                    me.tick(&shared);
-                    drop(shared);
-                    std::thread::sleep(TICK);
-                }
-                me.stop_all();
-            })
-            .expect("the supervisor thread starts");
-        let me = self.clone();
-        let kubelets = std::thread::Builder::new()
-            .name("kubelets".into())
+        std::thread::Builder::new()
+            .name(name.into())
             .spawn(move || {
                 while !me.stopping.load(Ordering::SeqCst) {
                     let Some(shared) = shared.upgrade() else {
                         break;
                     };
-                    kubelet::tick(&me, &shared);
+                    round(&me, &shared);
                     drop(shared);
                     std::thread::sleep(TICK);
                 }
+                me.stop_all();
             })
-            .expect("the kubelets' thread starts");
-        let mut threads = self.threads.lock().unwrap_or_else(|p| p.into_inner());
-        threads.push(supervisor);
-        threads.push(kubelets);
+            .expect("a thread starts")
     }
 
     /// Stops every program and waits for the threads; a temporary root goes too.

@@ -129,7 +129,9 @@ pub const AUDIT_LOG: &str = "audit.log";
 /// Writes a file only its owner reads (it may hold a key), whole or not at all.
 fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
     use std::io::Write;
-    let tmp = path.with_extension("tmp");
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = std::path::PathBuf::from(tmp);
     let mut f = std::fs::OpenOptions::new()
         .create(true)
         .write(true)

@@ -282,15 +282,7 @@ pub async fn cordon_and_drain(
     let mut pending: Vec<(String, String)> = pods
         .iter()
         .filter(|p| for_real::evicts(p))
-        .map(|p| {
-            (
-                p["metadata"]["namespace"]
-                    .as_str()
-                    .unwrap_or("")
-                    .to_string(),
-                p["metadata"]["name"].as_str().unwrap_or("").to_string(),
-            )
-        })
+        .map(for_real::pod_key)
         .collect();
     loop {
         let mut still = Vec::new();
@@ -371,40 +363,34 @@ pub fn add_workload(
             },
         },
     });
-    let a = client.send(
-        server,
-        "POST",
-        &format!("/apis/apps/v1/namespaces/{namespace}/deployments"),
-        "application/json",
-        Some(&deployment),
+    let create = |collection: String, body: &Value, what: &str| -> Result<(), String> {
+        let a = client.send(server, "POST", &collection, "application/json", Some(body))?;
+        if a.ok() {
+            Ok(())
+        } else {
+            Err(format!(
+                "the {what}: {} {}",
+                a.code,
+                a.body["message"].as_str().unwrap_or("")
+            ))
+        }
+    };
+    create(
+        format!("/apis/apps/v1/namespaces/{namespace}/deployments"),
+        &deployment,
+        "Deployment",
     )?;
-    if !a.ok() {
-        return Err(format!(
-            "the Deployment: {} {}",
-            a.code,
-            a.body["message"].as_str().unwrap_or("")
-        ));
-    }
     if let Some(min) = min_available {
         let budget = json!({
             "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
             "metadata": {"name": name, "namespace": namespace},
             "spec": {"minAvailable": min, "selector": {"matchLabels": labels}},
         });
-        let a = client.send(
-            server,
-            "POST",
-            &format!("/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets"),
-            "application/json",
-            Some(&budget),
+        create(
+            format!("/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets"),
+            &budget,
+            "PodDisruptionBudget",
         )?;
-        if !a.ok() {
-            return Err(format!(
-                "the PodDisruptionBudget: {} {}",
-                a.code,
-                a.body["message"].as_str().unwrap_or("")
-            ));
-        }
     }
     Ok(())
 }
