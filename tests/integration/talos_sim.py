@@ -30,15 +30,10 @@ UPSTREAM_DIR = pathlib.Path(os.environ.get("FERRO_UPSTREAM_DIR") or ROOT / "targ
 # the 2-core machine would time each other out.
 REAL = pytest.param("real", marks=pytest.mark.xdist_group("real-backend"))
 BACKENDS = ("model", REAL)
-# The tests of etcd's own behaviour (removals, quorum, recovery) run with real etcd and the model's
-# Kubernetes: with the real control plane beside it, the recovery after every member was wiped found
-# etcd running again (docs/talos-sim.md, open).
-REAL_ETCD = pytest.param("real-etcd", marks=pytest.mark.xdist_group("real-backend"))
-ETCD_BACKENDS = ("model", REAL_ETCD)
 
 
 def backend_args(backend):
-    """The talos-sim flags for `backend`. For `real` and `real-etcd`, upstream's programs are built
+    """The talos-sim flags for `backend`. For `real`, upstream's programs are built
     first (once; a build keeps a binary newer than its module); without Go the test skips, saying why,
     and FERRO_REQUIRE_UPSTREAM=1 (CI) makes that a failure."""
     if backend == "model":
@@ -53,8 +48,7 @@ def backend_args(backend):
         for build in ("etcd", "kube-apiserver"):
             subprocess.run([str(ROOT / "tools" / build / "build")], check=True, timeout=1800,
                            env={**os.environ, "FERRO_UPSTREAM_DIR": str(UPSTREAM_DIR)})
-    args = ("--backend", "real", "--upstream-dir", str(UPSTREAM_DIR))
-    return args if backend == "real-etcd" else (*args, "--kubernetes", "real")
+    return ("--backend", "real", "--upstream-dir", str(UPSTREAM_DIR), "--kubernetes", "real")
 
 
 def wait_nodes_ready(sim, count):

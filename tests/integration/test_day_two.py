@@ -15,7 +15,7 @@ import time
 import pytest
 import yaml
 
-from talos_sim import BACKENDS, ETCD_BACKENDS, backend_args
+from talos_sim import BACKENDS, backend_args
 from test_talos_upgrade import converged
 
 kubernetes = pytest.importorskip("kubernetes", reason="the kubernetes package is in tools/requirements.txt")
@@ -123,7 +123,7 @@ def test_scale_down_by_a_control_plane_and_a_worker(ansible, sim_factory, tmp_pa
     assert not any(again.task(f"remove {host}")["result"]["changed"] for host in leaving)
 
 
-@pytest.mark.parametrize("backend", ETCD_BACKENDS)
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_a_dead_control_plane_leaves_etcd_by_id_and_a_healthy_one_would_leave_itself(ansible, sim_factory, tmp_path, backend):
     sim, inventory = converged(ansible, sim_factory, tmp_path, control_planes=3, workers=0, extra=backend_args(backend))
     cp = [n["address"] for n in sim.nodes]
@@ -200,7 +200,7 @@ def test_the_readme_scale_down_runs_as_written(ansible, sim_factory, tmp_path):
     assert again.rc == 0 and again.recap()["changed"] == 0, again.output
 
 
-@pytest.mark.parametrize("backend", ETCD_BACKENDS)
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_with_etcd_quorum_lost_the_modules_refuse_and_change_nothing(ansible, sim_factory, tmp_path, backend):
     """Two of three members stopped: etcd has no quorum (with the real backend, two real etcd processes
     are stopped). Neither a graceful reset of the last live control plane nor the removal of a stopped

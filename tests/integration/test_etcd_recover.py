@@ -11,7 +11,7 @@ import yaml
 
 from conftest import ROOT
 from sim_cluster import converge
-from talos_sim import ETCD_BACKENDS, backend_args
+from talos_sim import BACKENDS, backend_args
 
 
 def documented_examples():
@@ -22,7 +22,7 @@ def play(*tasks):
     return yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": list(tasks)}])
 
 
-@pytest.mark.parametrize("backend", ETCD_BACKENDS)
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_the_documented_recovery_brings_etcd_back(ansible, sim_factory, tmp_path, backend):
     sim = sim_factory(control_planes=3, workers=0, extra=backend_args(backend))
     cluster = converge(ansible, sim, tmp_path)

@@ -10,7 +10,7 @@ import yaml
 
 from conftest import ANSIBLE_BIN, ROOT
 from secrets_scan import leaks, secret_forms
-from talos_sim import ETCD_BACKENDS, backend_args
+from talos_sim import BACKENDS, backend_args
 
 GHCR = "ghcr.io/siderolabs/installer"
 SCHEMATIC = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
@@ -425,7 +425,7 @@ def test_a_control_plane_is_not_taken_down_when_etcd_could_lose_quorum(ansible, 
     assert snapshot(sim) == before
 
 
-@pytest.mark.parametrize("backend", ETCD_BACKENDS)
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_an_unhealthy_etcd_member_stops_a_control_plane_upgrade(ansible, sim_factory, tmp_path, backend):
     """With the real backend the member is a real etcd process, stopped: the module sees what etcd says."""
     sim, inventory = converged(ansible, sim_factory, tmp_path, control_planes=3, workers=0,

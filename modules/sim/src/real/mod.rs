@@ -75,9 +75,22 @@ impl EtcdBinaries {
 /// pkg/machinery/constants/constants.go).
 pub const ETCD_VERSION: &str = "v3.7.1";
 
+/// A member asked to end (SIGTERM) and not gone yet: its port stays taken and its peers still see
+/// it until then, so the node starts no new member meanwhile.
+struct Stopping {
+    child: Child,
+    kill_at: Instant,
+    /// Its data directory goes once it has ended (the model dropped the node's etcd data).
+    wipe: Option<PathBuf>,
+}
+
 #[derive(Default)]
 struct Processes {
     children: BTreeMap<usize, Child>,
+    /// Members ending. The supervisor does not wait for them: while etcd serves a Kubernetes API
+    /// server's watches, a SIGTERM takes it seconds, and the other nodes' stops and answers
+    /// must not queue behind one.
+    stopping: BTreeMap<usize, Stopping>,
     /// Nodes whose Bootstrap asked for a new cluster they have not started yet.
     bootstrap: BTreeSet<usize>,
     /// Learners this simulator added, by node, until etcd promotes them.
@@ -280,10 +293,65 @@ impl RealEtcd {
     }
 
     fn stop_all(&self) {
-        let children = std::mem::take(&mut self.procs().children);
-        for (_, child) in children {
-            process::stop(child);
+        let (children, stopping) = {
+            let mut procs = self.procs();
+            (
+                std::mem::take(&mut procs.children),
+                std::mem::take(&mut procs.stopping),
+            )
+        };
+        let all = children
+            .into_values()
+            .chain(stopping.into_values().map(|s| s.child));
+        process::stop_all(all.collect());
+    }
+
+    /// Node `idx`'s member is asked to end (if it runs), its data directory removed once it has
+    /// when `wipe`. Returns whether it is still ending.
+    fn begin_stop(&self, idx: usize, wipe: Option<&Path>) -> bool {
+        let mut procs = self.procs();
+        if let Some(child) = procs.children.remove(&idx) {
+            process::terminate(&child);
+            let kill_at = Instant::now() + process::STOP_GRACE;
+            procs.stopping.insert(
+                idx,
+                Stopping {
+                    child,
+                    kill_at,
+                    wipe: None,
+                },
+            );
         }
+        let Some(ending) = procs.stopping.get_mut(&idx) else {
+            return false;
+        };
+        if let Some(dir) = wipe {
+            ending.wipe = Some(dir.to_owned());
+        }
+        true
+    }
+
+    /// Forgets the members that have ended since the last tick (killing those past their
+    /// grace), removing the data directories that were to go with them.
+    fn finish_stops(&self) {
+        let mut procs = self.procs();
+        let ended: Vec<usize> = procs
+            .stopping
+            .iter_mut()
+            .filter_map(|(&idx, s)| {
+                process::ended_or_killed(&mut s.child, s.kill_at).then_some(idx)
+            })
+            .collect();
+        for idx in ended {
+            if let Some(dir) = procs.stopping.remove(&idx).and_then(|s| s.wipe) {
+                let _ = std::fs::remove_dir_all(dir);
+                procs.learners.remove(&idx);
+            }
+        }
+    }
+
+    fn ending(&self, idx: usize) -> bool {
+        self.procs().stopping.contains_key(&idx)
     }
 
     fn wants(&self, shared: &Shared) -> Vec<Want> {
@@ -307,22 +375,22 @@ impl RealEtcd {
     /// One comparison of the processes with the model.
     fn tick(&self, shared: &Shared) {
         let wants = self.wants(shared);
+        self.finish_stops();
         for want in &wants {
             self.reap(want.idx);
             self.carry_out_drops(want);
             if !want.run {
-                let child = self.procs().children.remove(&want.idx);
-                if let Some(child) = child {
-                    process::stop(child);
-                }
-                if !want.keep_data && want.spec.data_dir.exists() {
-                    let _ = std::fs::remove_dir_all(&want.spec.data_dir);
+                let data = want.spec.data_dir.as_path();
+                let ending = self.begin_stop(want.idx, (!want.keep_data).then_some(data));
+                if !ending && !want.keep_data && data.exists() {
+                    let _ = std::fs::remove_dir_all(data);
                     self.procs().learners.remove(&want.idx);
                 }
             }
         }
         for want in wants.iter().filter(|w| w.run) {
             if !self.running(want.idx)
+                && !self.ending(want.idx)
                 && self.may_try(want.idx)
                 && let Err(why) = self.bring_up(want, &wants)
             {
@@ -353,18 +421,17 @@ impl RealEtcd {
     }
 
     /// A node whose data the model dropped since the last tick loses its member's process and
-    /// data directory now, even when it wants etcd again already (it left, rebooted and joins).
+    /// data directory as soon as the process has ended, even when it wants etcd again already (it left, rebooted and
+    /// joins: it starts again once the old member is gone).
     fn carry_out_drops(&self, want: &Want) {
         let seen = self.procs().drops_seen.insert(want.idx, want.data_drops);
         if seen.is_none_or(|seen| seen == want.data_drops) {
             return;
         }
-        let child = self.procs().children.remove(&want.idx);
-        if let Some(child) = child {
-            process::stop(child);
+        if !self.begin_stop(want.idx, Some(&want.spec.data_dir)) {
+            let _ = std::fs::remove_dir_all(&want.spec.data_dir);
+            self.procs().learners.remove(&want.idx);
         }
-        let _ = std::fs::remove_dir_all(&want.spec.data_dir);
-        self.procs().learners.remove(&want.idx);
     }
 
     /// Forgets a member whose process ended by itself (etcd exits when it learns it was

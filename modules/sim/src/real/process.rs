@@ -116,22 +116,41 @@ fn open_log(path: &Path) -> std::io::Result<File> {
     OpenOptions::new().create(true).append(true).open(path)
 }
 
-/// Stops a member as Talos's service runner does: SIGTERM, then SIGKILL after a grace period.
-pub fn stop(mut child: Child) {
-    let pid = child.id() as libc::pid_t;
-    // SAFETY: the pid is our own child's, not reaped yet.
+/// How long a program has to end after SIGTERM before SIGKILL. etcd uses nearly all of it while
+/// clients hold watches (its servers' graceful stop waits up to the request timeout, 5 s and
+/// two election timeouts: `embed/etcd.go` @ v3.7.1), which a Kubernetes API server always does.
+pub const STOP_GRACE: Duration = Duration::from_secs(5);
+
+/// Asks a child to end, as Talos's service runner does first: SIGTERM.
+pub fn terminate(child: &Child) {
+    // SAFETY: the pid is our own child's, not reaped yet (the caller still owns the Child).
     unsafe {
-        libc::kill(pid, libc::SIGTERM);
+        libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
     }
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while Instant::now() < deadline {
-        if let Ok(Some(_)) = child.try_wait() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
+}
+
+/// Whether a child has ended; one past `kill_at` is killed and reaped now.
+pub fn ended_or_killed(child: &mut Child, kill_at: Instant) -> bool {
+    if !matches!(child.try_wait(), Ok(None)) {
+        return true;
+    }
+    if Instant::now() < kill_at {
+        return false;
     }
     let _ = child.kill();
     let _ = child.wait();
+    true
+}
+
+/// Stops children as Talos's service runner does, all at once: SIGTERM, then SIGKILL for those
+/// still running after [`STOP_GRACE`].
+pub fn stop_all(mut children: Vec<Child>) {
+    children.iter().for_each(terminate);
+    let kill_at = Instant::now() + STOP_GRACE;
+    while !children.is_empty() {
+        children.retain_mut(|c| !ended_or_killed(c, kill_at));
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// Runs etcdutl (`snapshot status`, `snapshot restore`): Ok, or what it said it failed with

@@ -164,7 +164,7 @@ impl RealKubernetes {
             .into_values()
             .flat_map(|r| r.children.into_values())
             .collect();
-        programs::stop(children);
+        crate::real::process::stop_all(children);
     }
 
     /// One comparison of the programs with the model.
@@ -185,7 +185,7 @@ impl RealKubernetes {
                 if stale { running.remove(&idx) } else { None }
             };
             if let Some(r) = stale {
-                programs::stop(r.children.into_values().collect());
+                crate::real::process::stop_all(r.children.into_values().collect());
             }
             self.publish_listening(shared, idx);
             let (Some((serving, cfg)), Some(fingerprint)) = (want, fingerprint) else {

@@ -391,28 +391,6 @@ pub fn start(
         .map_err(|e| anyhow::anyhow!("{}: {e}", binary.display()))
 }
 
-/// Stops the programs: SIGTERM to each at once, SIGKILL to those still there after 5 s.
-pub fn stop(mut children: Vec<Child>) {
-    for child in &children {
-        // SAFETY: the pid is our own child's, not reaped yet.
-        unsafe {
-            libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
-        }
-    }
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while std::time::Instant::now() < deadline {
-        children.retain_mut(|c| matches!(c.try_wait(), Ok(None)));
-        if children.is_empty() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    for mut child in children {
-        let _ = child.kill();
-        let _ = child.wait();
-    }
-}
-
 /// The API server's address for clients.
 pub fn server(address: Ipv4Addr, port: u16) -> std::net::SocketAddr {
     std::net::SocketAddr::new(IpAddr::V4(address), port)
