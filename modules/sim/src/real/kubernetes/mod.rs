@@ -19,6 +19,7 @@
 
 pub mod audit;
 pub mod client;
+pub mod health;
 pub mod kubelet;
 pub mod programs;
 pub mod talos;
