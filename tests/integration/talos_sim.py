@@ -58,7 +58,7 @@ def wait_nodes_ready(sim, count):
     while time.time() < deadline:
         nodes = sim.control(op="kube")["nodes"]
         ready = [n for n in nodes if any(c["type"] == "Ready" and c["status"] == "True"
-                                         for c in n["status"]["conditions"])]
+                                         for c in n["status"].get("conditions", []))]
         if len(ready) == count:
             return
         time.sleep(0.5)

@@ -50,8 +50,9 @@ def wait_ready_pods(sim, app, count):
     deadline = time.time() + 60
     while time.time() < deadline:
         pods = [p for p in kube(sim)["pods"] if p["metadata"]["labels"].get("app") == app]
+        # A pod the ReplicaSet controller just created has no conditions until it is scheduled.
         ready = [p for p in pods if any(c["type"] == "Ready" and c["status"] == "True"
-                                        for c in p["status"]["conditions"])]
+                                        for c in p["status"].get("conditions", []))]
         if len(ready) == count:
             return pods
         time.sleep(0.2)
