@@ -77,11 +77,7 @@ pub fn evaluate(
         K8sCheck::ControlPlaneComponentsReady => control_plane_components(&api, asked)?,
         K8sCheck::NodesReady => {
             let nodes = api.list("/api/v1/nodes")?;
-            let names: Vec<&str> = nodes
-                .iter()
-                .filter(|n| condition_not_true(n, "Ready"))
-                .filter_map(|n| n["metadata"]["name"].as_str())
-                .collect();
+            let names = not_ready(&nodes);
             if !names.is_empty() {
                 return Err(format!("some nodes are not ready: [{}]", names.join(" ")));
             }
@@ -259,19 +255,24 @@ fn control_plane_components(api: &Api<'_>, asked: &Asked<'_>) -> Result<(), Stri
                 pods.len()
             ));
         }
-        let not_ready: Vec<&str> = pods
-            .iter()
-            .filter(|p| condition_not_true(p, "Ready"))
-            .filter_map(|p| p["metadata"]["name"].as_str())
-            .collect();
-        if !not_ready.is_empty() {
+        let names = not_ready(&pods);
+        if !names.is_empty() {
             return Err(format!(
                 "some pods are not ready for {app}: [{}]",
-                not_ready.join(" ")
+                names.join(" ")
             ));
         }
     }
     Ok(())
+}
+
+/// The names of the objects (Nodes, pods) whose Ready condition is there and not True.
+fn not_ready(objects: &[Value]) -> Vec<&str> {
+    objects
+        .iter()
+        .filter(|o| condition_not_true(o, "Ready"))
+        .filter_map(|o| o["metadata"]["name"].as_str())
+        .collect()
 }
 
 /// An object has the condition and it is not True (one without it counts as fine, as upstream
