@@ -4,15 +4,11 @@
 
 mod common;
 
-use common::{Kind, Module, Run, Sim, assert_no_secret, four_checks, run, run_ok};
-use ferro_talos_tasks::talos_config;
+use common::{Kind, Run, Sim, assert_no_secret, four_checks, run, run_ok};
+use ferro_talos_tasks::catalog::{Module, named};
 use serde_json::{Value, json};
 
-const CONFIG: Module = Module {
-    name: "talos_config",
-    spec: talos_config::spec,
-    run: talos_config::run,
-};
+const CONFIG: &Module = named("talos_config");
 
 /// A cluster's bundle and the control plane's config rendered from it; then the bundle is moved
 /// to `original.yaml`, as if only controlplane.yaml had survived.
@@ -20,7 +16,7 @@ fn only_the_config_left(sim: &Sim) -> (String, String) {
     let secrets = sim.path("secrets.yaml").display().to_string();
     let cp = sim.path("controlplane.yaml").display().to_string();
     run_ok(
-        &CONFIG,
+        CONFIG,
         &json!({
             "secrets_file": secrets,
             "generate_secrets": true,
@@ -35,7 +31,7 @@ fn only_the_config_left(sim: &Sim) -> (String, String) {
 }
 
 fn failure(args: &Value) -> String {
-    let outcome = run(&CONFIG, args, Run::Real);
+    let outcome = run(CONFIG, args, Run::Real);
     assert!(outcome.failed(), "expected a failure: {}", outcome.json);
     outcome.json["msg"].as_str().unwrap_or_default().to_string()
 }
@@ -45,7 +41,7 @@ fn the_bundle_is_derived_once_and_byte_equal_to_the_original() {
     let sim = Sim::start(1, 0);
     let (secrets, cp) = only_the_config_left(&sim);
     let args = json!({"secrets_file": secrets, "secrets_from_controlplane_config": cp});
-    let runs = four_checks(&sim, &CONFIG, &args, Kind::Converges);
+    let runs = four_checks(&sim, CONFIG, &args, Kind::Converges);
     assert_eq!(runs.check["secrets_derived"], json!(true));
     assert_eq!(runs.real["secrets_derived"], json!(true));
     assert_eq!(runs.again["secrets_derived"], json!(false));
@@ -81,7 +77,7 @@ fn the_bundle_is_derived_once_and_byte_equal_to_the_original() {
         "talosconfig": tc,
         "endpoints": [sim.node(0)],
     });
-    let out = run_ok(&CONFIG, &with_talosconfig);
+    let out = run_ok(CONFIG, &with_talosconfig);
     assert_eq!(out["talosconfig_changed"], json!(true), "{out}");
 }
 
@@ -91,7 +87,7 @@ fn a_different_bundle_is_never_overwritten() {
     let (secrets, cp) = only_the_config_left(&sim);
     // Another cluster's bundle where this one's belongs.
     run_ok(
-        &CONFIG,
+        CONFIG,
         &json!({"secrets_file": secrets, "generate_secrets": true}),
     );
     let before = std::fs::read(&secrets).unwrap();
@@ -127,7 +123,7 @@ fn bad_input_names_the_option_and_what_to_give_instead() {
 
     let worker = sim.path("worker.yaml").display().to_string();
     run_ok(
-        &CONFIG,
+        CONFIG,
         &json!({
             "secrets_file": sim.path("original.yaml"),
             "machine_type": "worker",

@@ -7,54 +7,23 @@ mod common;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use common::{Module, Run, Sim, run, run_ok};
-use ferro_talos_tasks::{
-    talos_apply, talos_bootstrap, talos_config, talos_etcd_member, talos_etcd_recover,
-    talos_etcd_snapshot, talos_reset,
-};
+use common::{Run, Sim, run, run_ok};
+use ferro_talos_tasks::catalog::{Module, named};
 use serde_json::{Value, json};
 
-const CONFIG: Module = Module {
-    name: "talos_config",
-    spec: talos_config::spec,
-    run: talos_config::run,
-};
-const APPLY: Module = Module {
-    name: "talos_apply",
-    spec: talos_apply::spec,
-    run: talos_apply::run,
-};
-const BOOTSTRAP: Module = Module {
-    name: "talos_bootstrap",
-    spec: talos_bootstrap::spec,
-    run: talos_bootstrap::run,
-};
-const ETCD_SNAPSHOT: Module = Module {
-    name: "talos_etcd_snapshot",
-    spec: talos_etcd_snapshot::spec,
-    run: talos_etcd_snapshot::run,
-};
-const RESET: Module = Module {
-    name: "talos_reset",
-    spec: talos_reset::spec,
-    run: talos_reset::run,
-};
-const ETCD_RECOVER: Module = Module {
-    name: "talos_etcd_recover",
-    spec: talos_etcd_recover::spec,
-    run: talos_etcd_recover::run,
-};
-const ETCD_MEMBER: Module = Module {
-    name: "talos_etcd_member",
-    spec: talos_etcd_member::spec,
-    run: talos_etcd_member::run,
-};
+const CONFIG: &Module = named("talos_config");
+const APPLY: &Module = named("talos_apply");
+const BOOTSTRAP: &Module = named("talos_bootstrap");
+const ETCD_SNAPSHOT: &Module = named("talos_etcd_snapshot");
+const RESET: &Module = named("talos_reset");
+const ETCD_RECOVER: &Module = named("talos_etcd_recover");
+const ETCD_MEMBER: &Module = named("talos_etcd_member");
 
 /// Every node configured and etcd bootstrapped on the first; returns the bundle's path.
 fn bootstrapped(sim: &Sim) -> String {
     let secrets = sim.path("secrets.yaml").display().to_string();
     run_ok(
-        &CONFIG,
+        CONFIG,
         &json!({"secrets_file": secrets, "generate_secrets": true, "cluster_name": "deadlines"}),
     );
     for index in 0..sim.cluster().nodes().len() {
@@ -65,12 +34,12 @@ fn bootstrapped(sim: &Sim) -> String {
             "install_disk": "/dev/vda",
         });
         run_ok(
-            &APPLY,
+            APPLY,
             &json!({"node": sim.node(index), "secrets_file": secrets, "render": render}),
         );
     }
     run_ok(
-        &BOOTSTRAP,
+        BOOTSTRAP,
         &json!({"node": sim.node(0), "secrets_file": secrets}),
     );
     secrets
@@ -82,11 +51,11 @@ fn wiped(sim: &Sim) -> (String, PathBuf) {
     let secrets = bootstrapped(sim);
     let snapshot = sim.path("etcd.snapshot");
     run_ok(
-        &ETCD_SNAPSHOT,
+        ETCD_SNAPSHOT,
         &json!({"node": sim.node(0), "secrets_file": secrets, "dest": snapshot}),
     );
     run_ok(
-        &RESET,
+        RESET,
         &json!({
             "node": sim.node(0), "secrets_file": secrets, "confirm": "reset",
             "wipe": "ephemeral", "graceful": false, "timeout": 60,
@@ -122,7 +91,7 @@ fn talos_etcd_recover_uploads_for_as_long_as_its_timeout_allows() {
     let (secrets, snapshot) = wiped(&sim);
     slow_link(&sim, &snapshot, 32);
     let started = Instant::now();
-    let result = run_ok(&ETCD_RECOVER, &recover_args(&sim, &secrets, &snapshot, 120));
+    let result = run_ok(ETCD_RECOVER, &recover_args(&sim, &secrets, &snapshot, 120));
     let took = started.elapsed();
     eprintln!("talos_etcd_recover over a slow link: {took:.1?}");
     assert!(took >= Duration::from_secs(32), "{took:?}");
@@ -141,7 +110,7 @@ fn talos_etcd_recover_fails_clearly_when_its_timeout_passes_during_the_upload() 
     let before = sim.world();
     let started = Instant::now();
     let outcome = run(
-        &ETCD_RECOVER,
+        ETCD_RECOVER,
         &recover_args(&sim, &secrets, &snapshot, 3),
         Run::Real,
     );
@@ -181,7 +150,7 @@ fn talos_etcd_recover_fails_clearly_when_its_timeout_passes_during_the_upload() 
     sim.cluster()
         .update_faults(0, |f| f.upload_bytes_per_sec = None)
         .expect("the fault is cleared");
-    run_ok(&ETCD_RECOVER, &recover_args(&sim, &secrets, &snapshot, 60));
+    run_ok(ETCD_RECOVER, &recover_args(&sim, &secrets, &snapshot, 60));
     assert!(sim.cluster().nodes()[0].etcd_member);
 }
 
@@ -200,7 +169,7 @@ fn talos_etcd_member_gives_the_leave_the_task_s_timeout() {
     let mut bad = args(2);
     bad["timeout"] = json!(0);
     let before = sim.world();
-    let outcome = run(&ETCD_MEMBER, &bad, Run::Real);
+    let outcome = run(ETCD_MEMBER, &bad, Run::Real);
     assert!(outcome.failed(), "{}", outcome.json);
     assert!(
         outcome
@@ -212,7 +181,7 @@ fn talos_etcd_member_gives_the_leave_the_task_s_timeout() {
     );
     assert_eq!(sim.world(), before);
 
-    let left = run_ok(&ETCD_MEMBER, &args(2));
+    let left = run_ok(ETCD_MEMBER, &args(2));
     assert_eq!(left["method"], json!("leave"), "{left}");
     assert_eq!(
         sim.cluster().last_deadline(leave),
@@ -220,7 +189,7 @@ fn talos_etcd_member_gives_the_leave_the_task_s_timeout() {
     );
     let mut longer = args(1);
     longer["timeout"] = json!(517);
-    let left = run_ok(&ETCD_MEMBER, &longer);
+    let left = run_ok(ETCD_MEMBER, &longer);
     assert_eq!(left["method"], json!("leave"), "{left}");
     assert_eq!(
         sim.cluster().last_deadline(leave),

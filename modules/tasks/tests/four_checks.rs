@@ -6,101 +6,28 @@
 
 mod common;
 
-use common::{Kind, Module, Sim, assert_no_secret, four_checks, run_ok};
-use ferro_talos_tasks::{
-    talos_apply, talos_bootstrap, talos_config, talos_etcd_member, talos_etcd_recover,
-    talos_etcd_snapshot, talos_health, talos_info, talos_kubeconfig, talos_kubernetes_upgrade,
-    talos_logs, talos_reboot, talos_reset, talos_resource_info, talos_shutdown,
-    talos_support_bundle, talos_upgrade,
-};
+use common::{Kind, Sim, assert_no_secret, four_checks, run_ok};
+use ferro_talos_tasks::catalog::{Module, named};
 use serde_json::{Value, json};
 
-const CONFIG: Module = Module {
-    name: "talos_config",
-    spec: talos_config::spec,
-    run: talos_config::run,
-};
-const APPLY: Module = Module {
-    name: "talos_apply",
-    spec: talos_apply::spec,
-    run: talos_apply::run,
-};
-const BOOTSTRAP: Module = Module {
-    name: "talos_bootstrap",
-    spec: talos_bootstrap::spec,
-    run: talos_bootstrap::run,
-};
-const HEALTH: Module = Module {
-    name: "talos_health",
-    spec: talos_health::spec,
-    run: talos_health::run,
-};
-const INFO: Module = Module {
-    name: "talos_info",
-    spec: talos_info::spec,
-    run: talos_info::run,
-};
-const KUBECONFIG: Module = Module {
-    name: "talos_kubeconfig",
-    spec: talos_kubeconfig::spec,
-    run: talos_kubeconfig::run,
-};
-const ETCD_SNAPSHOT: Module = Module {
-    name: "talos_etcd_snapshot",
-    spec: talos_etcd_snapshot::spec,
-    run: talos_etcd_snapshot::run,
-};
-const UPGRADE: Module = Module {
-    name: "talos_upgrade",
-    spec: talos_upgrade::spec,
-    run: talos_upgrade::run,
-};
-const KUBERNETES_UPGRADE: Module = Module {
-    name: "talos_kubernetes_upgrade",
-    spec: talos_kubernetes_upgrade::spec,
-    run: talos_kubernetes_upgrade::run,
-};
-const RESET: Module = Module {
-    name: "talos_reset",
-    spec: talos_reset::spec,
-    run: talos_reset::run,
-};
+const CONFIG: &Module = named("talos_config");
+const APPLY: &Module = named("talos_apply");
+const BOOTSTRAP: &Module = named("talos_bootstrap");
+const HEALTH: &Module = named("talos_health");
+const INFO: &Module = named("talos_info");
+const KUBECONFIG: &Module = named("talos_kubeconfig");
+const ETCD_SNAPSHOT: &Module = named("talos_etcd_snapshot");
+const UPGRADE: &Module = named("talos_upgrade");
+const KUBERNETES_UPGRADE: &Module = named("talos_kubernetes_upgrade");
+const RESET: &Module = named("talos_reset");
 
-const REBOOT: Module = Module {
-    name: "talos_reboot",
-    spec: talos_reboot::spec,
-    run: talos_reboot::run,
-};
-const SHUTDOWN: Module = Module {
-    name: "talos_shutdown",
-    spec: talos_shutdown::spec,
-    run: talos_shutdown::run,
-};
-const SUPPORT_BUNDLE: Module = Module {
-    name: "talos_support_bundle",
-    spec: talos_support_bundle::spec,
-    run: talos_support_bundle::run,
-};
-const LOGS: Module = Module {
-    name: "talos_logs",
-    spec: talos_logs::spec,
-    run: talos_logs::run,
-};
-const ETCD_RECOVER: Module = Module {
-    name: "talos_etcd_recover",
-    spec: talos_etcd_recover::spec,
-    run: talos_etcd_recover::run,
-};
-const RESOURCE_INFO: Module = Module {
-    name: "talos_resource_info",
-    spec: talos_resource_info::spec,
-    run: talos_resource_info::run,
-};
-const ETCD_MEMBER: Module = Module {
-    name: "talos_etcd_member",
-    spec: talos_etcd_member::spec,
-    run: talos_etcd_member::run,
-};
+const REBOOT: &Module = named("talos_reboot");
+const SHUTDOWN: &Module = named("talos_shutdown");
+const SUPPORT_BUNDLE: &Module = named("talos_support_bundle");
+const LOGS: &Module = named("talos_logs");
+const ETCD_RECOVER: &Module = named("talos_etcd_recover");
+const RESOURCE_INFO: &Module = named("talos_resource_info");
+const ETCD_MEMBER: &Module = named("talos_etcd_member");
 
 /// The Kubernetes release the nodes are configured with, and the patch release after it.
 const KUBERNETES_BEFORE: &str = "1.36.2";
@@ -110,7 +37,7 @@ const KUBERNETES_AFTER: &str = "1.36.3";
 fn bundle(sim: &Sim) -> String {
     let secrets = sim.path("secrets.yaml").display().to_string();
     run_ok(
-        &CONFIG,
+        CONFIG,
         &json!({"secrets_file": secrets, "generate_secrets": true, "cluster_name": "four"}),
     );
     secrets
@@ -138,13 +65,13 @@ fn bootstrapped(sim: &Sim) -> String {
     let secrets = bundle(sim);
     let nodes = sim.cluster().nodes();
     for index in 0..nodes.len() {
-        run_ok(&APPLY, &apply_args(sim, &secrets, index));
+        run_ok(APPLY, &apply_args(sim, &secrets, index));
     }
     run_ok(
-        &BOOTSTRAP,
+        BOOTSTRAP,
         &json!({"node": sim.node(0), "secrets_file": secrets}),
     );
-    run_ok(&HEALTH, &health_args(sim, &secrets));
+    run_ok(HEALTH, &health_args(sim, &secrets));
     secrets
 }
 
@@ -175,7 +102,7 @@ fn talos_config_writes_the_bundle_and_the_config_once() {
         "cluster_endpoint": format!("https://{}:6443", sim.node(0)),
         "dest": sim.path("controlplane.yaml"),
     });
-    let runs = four_checks(&sim, &CONFIG, &args, Kind::Converges);
+    let runs = four_checks(&sim, CONFIG, &args, Kind::Converges);
     for name in ["secrets.yaml", "controlplane.yaml"] {
         let mode = std::os::unix::fs::PermissionsExt::mode(
             &std::fs::metadata(sim.path(name))
@@ -206,7 +133,7 @@ fn talos_config_refuses_an_installer_that_is_not_published() {
             "dest": dir.path().join("worker.yaml"),
         });
         for how in [common::Run::Check, common::Run::Real] {
-            let outcome = common::run(&CONFIG, &args, how);
+            let outcome = common::run(CONFIG, &args, how);
             let msg = outcome.msg().unwrap_or_default().to_string();
             assert!(outcome.failed(), "{}", outcome.json);
             assert!(msg.starts_with("install_image: "), "{msg}");
@@ -227,7 +154,7 @@ fn talos_apply_configures_a_node_in_maintenance_once() {
     let sim = Sim::start(1, 0);
     let secrets = bundle(&sim);
     let args = apply_args(&sim, &secrets, 0);
-    let runs = four_checks(&sim, &APPLY, &args, Kind::Converges);
+    let runs = four_checks(&sim, APPLY, &args, Kind::Converges);
     assert_eq!(runs.check["maintenance"], json!(true), "{}", runs.check);
     assert!(
         !sim.cluster().nodes()[0].maintenance,
@@ -243,10 +170,10 @@ fn talos_apply_configures_a_node_in_maintenance_once() {
 fn talos_apply_of_a_changed_config_applies_only_the_change() {
     let sim = Sim::start(1, 0);
     let secrets = bundle(&sim);
-    run_ok(&APPLY, &apply_args(&sim, &secrets, 0));
+    run_ok(APPLY, &apply_args(&sim, &secrets, 0));
     let mut args = apply_args(&sim, &secrets, 0);
     args["render"]["patches"] = json!([{"machine": {"nodeLabels": {"rack": "r2"}}}]);
-    let runs = four_checks(&sim, &APPLY, &args, Kind::Converges);
+    let runs = four_checks(&sim, APPLY, &args, Kind::Converges);
     let paths = runs.check["changed_paths"].to_string();
     assert!(paths.contains("machine.nodeLabels.rack"), "{}", runs.check);
 }
@@ -255,9 +182,9 @@ fn talos_apply_of_a_changed_config_applies_only_the_change() {
 fn talos_bootstrap_bootstraps_etcd_once() {
     let sim = Sim::start(1, 0);
     let secrets = bundle(&sim);
-    run_ok(&APPLY, &apply_args(&sim, &secrets, 0));
+    run_ok(APPLY, &apply_args(&sim, &secrets, 0));
     let args = json!({"node": sim.node(0), "secrets_file": secrets});
-    four_checks(&sim, &BOOTSTRAP, &args, Kind::Converges);
+    four_checks(&sim, BOOTSTRAP, &args, Kind::Converges);
     assert!(sim.cluster().nodes()[0].etcd_member);
 }
 
@@ -276,7 +203,7 @@ fn the_first_bootstrap_waits_for_nothing_that_comes_only_after_it() {
         let mut args = apply_args(&sim, &secrets, index);
         args["timeout"] = json!(60);
         let started = std::time::Instant::now();
-        let applied = run_ok(&APPLY, &args);
+        let applied = run_ok(APPLY, &args);
         assert_eq!(applied["waiting_for_etcd"], json!(true), "{applied}");
         let msg = applied["msg"].as_str().unwrap_or_default();
         assert!(msg.contains("its boot waits for etcd"), "{msg}");
@@ -291,7 +218,7 @@ fn the_first_bootstrap_waits_for_nothing_that_comes_only_after_it() {
     let args = json!({"node": sim.node(0), "secrets_file": secrets,
                       "control_plane_nodes": control_planes});
     let started = std::time::Instant::now();
-    let check = common::run(&BOOTSTRAP, &args, common::Run::Check);
+    let check = common::run(BOOTSTRAP, &args, common::Run::Check);
     let took = started.elapsed();
     assert!(!check.failed(), "{}", check.json);
     assert_eq!(check.json["changed"], json!(true), "{}", check.json);
@@ -304,7 +231,7 @@ fn the_first_bootstrap_waits_for_nothing_that_comes_only_after_it() {
         took < std::time::Duration::from_secs(10),
         "it asked for {took:?}"
     );
-    run_ok(&BOOTSTRAP, &args);
+    run_ok(BOOTSTRAP, &args);
     // The bootstrap ends the first control plane's boot; the others join and end theirs.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while !sim.cluster().nodes().iter().all(|n| n.stage == "running") {
@@ -321,9 +248,9 @@ fn the_first_bootstrap_waits_for_nothing_that_comes_only_after_it() {
 fn talos_health_and_talos_info_only_read() {
     let sim = Sim::start(1, 1);
     let secrets = bootstrapped(&sim);
-    four_checks(&sim, &HEALTH, &health_args(&sim, &secrets), Kind::Reads);
+    four_checks(&sim, HEALTH, &health_args(&sim, &secrets), Kind::Reads);
     let info = json!({"nodes": [sim.node(0), sim.node(1)], "secrets_file": secrets});
-    let runs = four_checks(&sim, &INFO, &info, Kind::Reads);
+    let runs = four_checks(&sim, INFO, &info, Kind::Reads);
     // Check mode reads the same facts as a real run.
     assert_eq!(runs.check["nodes"], runs.real["nodes"]);
 }
@@ -335,7 +262,7 @@ fn talos_kubeconfig_writes_the_kubeconfig_once() {
     let args = json!({
         "node": sim.node(0), "secrets_file": secrets, "dest": sim.path("kubeconfig"),
     });
-    let runs = four_checks(&sim, &KUBECONFIG, &args, Kind::Converges);
+    let runs = four_checks(&sim, KUBECONFIG, &args, Kind::Converges);
     assert_no_secret(
         sim.path("secrets.yaml").as_path(),
         &[&runs.check, &runs.real, &runs.again, &runs.check_after],
@@ -348,7 +275,7 @@ fn talos_etcd_snapshot_saves_a_new_snapshot_each_real_run() {
     let secrets = bootstrapped(&sim);
     let dest = sim.path("etcd.snapshot");
     let args = json!({"node": sim.node(0), "secrets_file": secrets, "dest": dest});
-    let runs = four_checks(&sim, &ETCD_SNAPSHOT, &args, Kind::MakesNew);
+    let runs = four_checks(&sim, ETCD_SNAPSHOT, &args, Kind::MakesNew);
     assert!(std::fs::metadata(&dest).expect("saved").len() > 0);
     assert!(runs.real["sha256"].is_string(), "{}", runs.real);
 }
@@ -361,7 +288,7 @@ fn talos_upgrade_upgrades_a_worker_once() {
         "node": sim.node(1), "secrets_file": secrets, "talos_version": "v1.13.9",
         "timeout": 120, "drain_timeout": 60,
     });
-    four_checks(&sim, &UPGRADE, &args, Kind::Converges);
+    four_checks(&sim, UPGRADE, &args, Kind::Converges);
     assert_eq!(sim.cluster().nodes()[1].version, "v1.13.9");
     assert_eq!(
         sim.cluster().nodes()[0].version,
@@ -383,7 +310,7 @@ fn talos_upgrade_to_1_14_installs_the_image_factory_installer() {
         "node": sim.node(1), "secrets_file": secrets, "talos_version": "v1.14.1",
         "timeout": 120, "drain_timeout": 60,
     });
-    let runs = four_checks(&sim, &UPGRADE, &args, Kind::Converges);
+    let runs = four_checks(&sim, UPGRADE, &args, Kind::Converges);
     let factory = "factory.talos.dev/metal-installer/\
         376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba:v1.14.1";
     assert_eq!(runs.check["target_image"], json!(factory), "{}", runs.check);
@@ -410,7 +337,7 @@ fn talos_upgrade_refuses_the_unpublished_ghcr_installer() {
         ),
     ] {
         for how in [common::Run::Check, common::Run::Real] {
-            let outcome = common::run(&UPGRADE, &args, how);
+            let outcome = common::run(UPGRADE, &args, how);
             let msg = outcome.msg().unwrap_or_default().to_string();
             assert!(outcome.failed(), "{}", outcome.json);
             assert!(msg.starts_with(&format!("{option}: ")), "{msg}");
@@ -453,7 +380,7 @@ fn talos_upgrade_says_what_a_legacy_upgrade_that_failed_at_its_drain_had_done() 
         "node": sim.node(1), "secrets_file": secrets, "talos_version": "v1.13.6",
         "drain": false, "timeout": 60,
     });
-    let outcome = run(&UPGRADE, &args, Run::Real);
+    let outcome = run(UPGRADE, &args, Run::Real);
     assert!(outcome.failed(), "{}", outcome.json);
     let msg = outcome.json["msg"].as_str().unwrap();
     assert!(
@@ -476,7 +403,7 @@ fn talos_kubernetes_upgrade_upgrades_the_cluster_once() {
         "control_plane_nodes": [sim.node(0)], "worker_nodes": [sim.node(1)],
         "timeout": 120, "manifests_timeout": 60,
     });
-    four_checks(&sim, &KUBERNETES_UPGRADE, &args, Kind::Converges);
+    four_checks(&sim, KUBERNETES_UPGRADE, &args, Kind::Converges);
 }
 
 #[test]
@@ -486,7 +413,7 @@ fn talos_reset_returns_a_worker_to_maintenance_once() {
     let args = json!({
         "node": sim.node(1), "secrets_file": secrets, "confirm": "reset", "timeout": 60,
     });
-    four_checks(&sim, &RESET, &args, Kind::Converges);
+    four_checks(&sim, RESET, &args, Kind::Converges);
     assert!(sim.cluster().nodes()[1].maintenance);
 }
 
@@ -507,7 +434,7 @@ fn talos_upgrade_refuses_wait_false_with_a_drain_or_a_kubernetes_version() {
         ),
     ] {
         for how in [common::Run::Check, common::Run::Real] {
-            let outcome = common::run(&UPGRADE, &args, how);
+            let outcome = common::run(UPGRADE, &args, how);
             let msg = outcome.msg().unwrap_or_default().to_string();
             assert!(outcome.failed(), "{}", outcome.json);
             for word in words {
@@ -523,7 +450,7 @@ fn talos_reboot_boots_the_node_anew_each_real_run() {
     let sim = Sim::start(1, 1);
     let secrets = bootstrapped(&sim);
     let args = json!({"node": sim.node(1), "secrets_file": secrets, "timeout": 60});
-    let runs = four_checks(&sim, &REBOOT, &args, Kind::MakesNew);
+    let runs = four_checks(&sim, REBOOT, &args, Kind::MakesNew);
     assert_ne!(
         runs.real["boot_id"], runs.real["boot_id_before"],
         "{}",
@@ -543,7 +470,7 @@ fn talos_shutdown_powers_a_worker_off_once() {
     let args = json!({
         "node": sim.node(1), "secrets_file": secrets, "timeout": 60, "connect_timeout": 2,
     });
-    let runs = four_checks(&sim, &SHUTDOWN, &args, Kind::Converges);
+    let runs = four_checks(&sim, SHUTDOWN, &args, Kind::Converges);
     assert_eq!(runs.real["answered"], json!(true));
     assert_eq!(runs.again["answered"], json!(false), "{}", runs.again);
     assert!(
@@ -561,7 +488,7 @@ fn talos_etcd_member_lets_a_healthy_member_leave_once() {
     let sim = Sim::start(3, 0);
     let secrets = bootstrapped(&sim);
     let args = json!({"node": sim.node(0), "secrets_file": secrets, "member": sim.node(2)});
-    let runs = four_checks(&sim, &ETCD_MEMBER, &args, Kind::Converges);
+    let runs = four_checks(&sim, ETCD_MEMBER, &args, Kind::Converges);
     assert_eq!(runs.check["method"], json!("leave"), "{}", runs.check);
     assert_eq!(runs.real["members"].as_array().map(Vec::len), Some(2));
     let nodes = sim.cluster().nodes();
@@ -580,7 +507,7 @@ fn talos_etcd_member_removes_a_dead_member_and_keeps_the_quorum() {
     let live = json!({"node": sim.node(0), "secrets_file": secrets, "member": sim.node(1)});
     for how in [common::Run::Check, common::Run::Real] {
         let before = sim.world();
-        let outcome = common::run(&ETCD_MEMBER, &live, how);
+        let outcome = common::run(ETCD_MEMBER, &live, how);
         let msg = outcome.msg().unwrap_or_default().to_string();
         assert!(outcome.failed(), "{}", outcome.json);
         assert!(
@@ -592,7 +519,7 @@ fn talos_etcd_member_removes_a_dead_member_and_keeps_the_quorum() {
         assert_eq!(sim.world(), before, "a refused removal changed something");
     }
     let dead = json!({"node": sim.node(0), "secrets_file": secrets, "member": sim.node(2)});
-    let runs = four_checks(&sim, &ETCD_MEMBER, &dead, Kind::Converges);
+    let runs = four_checks(&sim, ETCD_MEMBER, &dead, Kind::Converges);
     assert_eq!(runs.real["method"], json!("remove_by_id"), "{}", runs.real);
     assert!(!sim.cluster().nodes()[2].etcd_member);
 }
@@ -608,7 +535,7 @@ fn talos_reset_takes_a_control_plane_out_of_etcd_and_kubernetes_once() {
         "node": sim.node(2), "secrets_file": secrets, "confirm": "reset", "timeout": 60,
         "delete_kubernetes_node": true,
     });
-    let runs = four_checks(&sim, &RESET, &args, Kind::Converges);
+    let runs = four_checks(&sim, RESET, &args, Kind::Converges);
     assert_eq!(
         runs.check["kubernetes_node"]["existed"],
         json!(true),
@@ -626,7 +553,7 @@ fn talos_reset_takes_a_control_plane_out_of_etcd_and_kubernetes_once() {
     assert!(nodes[0].etcd_member && nodes[1].etcd_member);
     let mut health = health_args(&sim, &secrets);
     health["control_plane_nodes"] = json!([sim.node(0), sim.node(1)]);
-    run_ok(&HEALTH, &health);
+    run_ok(HEALTH, &health);
 }
 
 /// etcd's only member cannot leave it, and Talos aborts a graceful reset whose leave fails: the
@@ -640,7 +567,7 @@ fn talos_reset_refuses_a_graceful_reset_of_etcds_last_member() {
     });
     for how in [common::Run::Check, common::Run::Real] {
         let before = sim.world();
-        let outcome = common::run(&RESET, &args, how);
+        let outcome = common::run(RESET, &args, how);
         let msg = outcome.msg().unwrap_or_default().to_string();
         assert!(outcome.failed(), "{}", outcome.json);
         assert!(
@@ -651,7 +578,7 @@ fn talos_reset_refuses_a_graceful_reset_of_etcds_last_member() {
     }
     let mut forced = args.clone();
     forced["graceful"] = json!(false);
-    run_ok(&RESET, &forced);
+    run_ok(RESET, &forced);
     assert!(sim.cluster().nodes()[0].maintenance);
 }
 
@@ -662,7 +589,7 @@ fn talos_reset_refuses_a_graceful_reset_of_etcds_last_member() {
 fn talos_resource_info_reads_disks_and_volumes_and_refuses_secrets() {
     let sim = Sim::start(1, 1);
     let disks = json!({"node": sim.node(1), "type": "Disks.block.talos.dev"});
-    let runs = four_checks(&sim, &RESOURCE_INFO, &disks, Kind::Reads);
+    let runs = four_checks(&sim, RESOURCE_INFO, &disks, Kind::Reads);
     let found = runs.real["resources"]
         .as_array()
         .cloned()
@@ -678,7 +605,7 @@ fn talos_resource_info_reads_disks_and_volumes_and_refuses_secrets() {
     let volumes = json!({
         "node": sim.node(1), "secrets_file": secrets, "type": "VolumeStatuses.block.talos.dev",
     });
-    let runs = four_checks(&sim, &RESOURCE_INFO, &volumes, Kind::Reads);
+    let runs = four_checks(&sim, RESOURCE_INFO, &volumes, Kind::Reads);
     let ids: Vec<&str> = runs.real["resources"]
         .as_array()
         .map(|r| r.iter().filter_map(|v| v["id"].as_str()).collect())
@@ -688,14 +615,14 @@ fn talos_resource_info_reads_disks_and_volumes_and_refuses_secrets() {
         "node": sim.node(1), "secrets_file": secrets, "type": "VolumeStatuses.block.talos.dev",
         "id": "STATE",
     });
-    let state = run_ok(&RESOURCE_INFO, &one);
+    let state = run_ok(RESOURCE_INFO, &one);
     assert_eq!(
         state["resources"][0]["spec"]["filesystem"],
         json!("xfs"),
         "{state}"
     );
     let missing = run_ok(
-        &RESOURCE_INFO,
+        RESOURCE_INFO,
         &json!({
             "node": sim.node(1), "secrets_file": secrets, "type": "VolumeStatuses.block.talos.dev",
             "id": "NOPE",
@@ -708,7 +635,7 @@ fn talos_resource_info_reads_disks_and_volumes_and_refuses_secrets() {
         ("secrets", "OSRootSecrets.secrets.talos.dev"),
     ] {
         let outcome = common::run(
-            &RESOURCE_INFO,
+            RESOURCE_INFO,
             &json!({"node": sim.node(0), "secrets_file": secrets, "namespace": namespace, "type": kind}),
             common::Run::Real,
         );
@@ -730,7 +657,7 @@ fn talos_etcd_recover_brings_etcd_back_from_a_snapshot_once() {
     let secrets = bootstrapped(&sim);
     let snapshot = sim.path("etcd.snapshot");
     run_ok(
-        &ETCD_SNAPSHOT,
+        ETCD_SNAPSHOT,
         &json!({"node": sim.node(0), "secrets_file": secrets, "dest": snapshot}),
     );
     // The disaster: etcd is down on every control plane, so it has no quorum left.
@@ -741,7 +668,7 @@ fn talos_etcd_recover_brings_etcd_back_from_a_snapshot_once() {
     }
     for index in 0..3 {
         run_ok(
-            &RESET,
+            RESET,
             &json!({
                 "node": sim.node(index), "secrets_file": secrets, "confirm": "reset",
                 "wipe": "ephemeral", "graceful": false, "timeout": 60,
@@ -771,7 +698,7 @@ fn talos_etcd_recover_brings_etcd_back_from_a_snapshot_once() {
     });
     for how in [common::Run::Check, common::Run::Real] {
         let before = sim.world();
-        let outcome = common::run(&ETCD_RECOVER, &refused, how);
+        let outcome = common::run(ETCD_RECOVER, &refused, how);
         assert!(outcome.failed(), "{}", outcome.json);
         assert!(
             outcome
@@ -788,7 +715,7 @@ fn talos_etcd_recover_brings_etcd_back_from_a_snapshot_once() {
         "node": sim.node(0), "secrets_file": secrets, "snapshot": snapshot,
         "control_plane_nodes": cps, "timeout": 60,
     });
-    let runs = four_checks(&sim, &ETCD_RECOVER, &args, Kind::Converges);
+    let runs = four_checks(&sim, ETCD_RECOVER, &args, Kind::Converges);
     assert_eq!(
         runs.real["integrity"],
         json!("checksum verified"),
@@ -796,7 +723,7 @@ fn talos_etcd_recover_brings_etcd_back_from_a_snapshot_once() {
         runs.real
     );
     assert!(sim.cluster().nodes().iter().all(|n| n.etcd_member));
-    run_ok(&HEALTH, &health_args(&sim, &secrets));
+    run_ok(HEALTH, &health_args(&sim, &secrets));
 }
 
 /// A service's log: what machined logged of it since the node booted, the last lines with
@@ -806,7 +733,7 @@ fn talos_logs_reads_a_service_log_and_writes_it_once() {
     let sim = Sim::start(1, 0);
     let secrets = bootstrapped(&sim);
     let args = json!({"node": sim.node(0), "secrets_file": secrets, "service": "etcd"});
-    let runs = four_checks(&sim, &LOGS, &args, Kind::Reads);
+    let runs = four_checks(&sim, LOGS, &args, Kind::Reads);
     let lines = runs.real["lines"].to_string();
     assert!(
         lines.contains("[talos] service[etcd](Running)"),
@@ -814,7 +741,7 @@ fn talos_logs_reads_a_service_log_and_writes_it_once() {
         runs.real
     );
     let machined = run_ok(
-        &LOGS,
+        LOGS,
         &json!({"node": sim.node(0), "secrets_file": secrets, "service": "machined", "tail_lines": 2}),
     );
     assert_eq!(machined["line_count"], json!(2), "{machined}");
@@ -823,7 +750,7 @@ fn talos_logs_reads_a_service_log_and_writes_it_once() {
     let to_file = json!({
         "node": sim.node(0), "secrets_file": secrets, "service": "etcd", "dest": dest,
     });
-    four_checks(&sim, &LOGS, &to_file, Kind::Converges);
+    four_checks(&sim, LOGS, &to_file, Kind::Converges);
     let mode = std::os::unix::fs::PermissionsExt::mode(
         &std::fs::metadata(&dest).expect("written").permissions(),
     );
@@ -840,7 +767,7 @@ fn talos_support_bundle_collects_every_node_and_no_secret() {
     let args = json!({
         "nodes": [sim.node(0), sim.node(1)], "secrets_file": secrets, "dest": dest,
     });
-    let runs = four_checks(&sim, &SUPPORT_BUNDLE, &args, Kind::MakesNew);
+    let runs = four_checks(&sim, SUPPORT_BUNDLE, &args, Kind::MakesNew);
     assert_eq!(runs.real["errors"], json!([]), "{}", runs.real);
     let mode = std::os::unix::fs::PermissionsExt::mode(
         &std::fs::metadata(&dest).expect("written").permissions(),

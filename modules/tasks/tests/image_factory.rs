@@ -6,16 +6,12 @@
 
 mod common;
 
-use common::{Module, Run, run};
+use common::{Run, run};
 use ferro_talos_sim::factory::FactoryServer;
-use ferro_talos_tasks::talos_image_factory;
+use ferro_talos_tasks::catalog::{Module, named};
 use serde_json::{Value, json};
 
-const FACTORY: Module = Module {
-    name: "talos_image_factory",
-    spec: talos_image_factory::spec,
-    run: talos_image_factory::run,
-};
+const FACTORY: &Module = named("talos_image_factory");
 
 struct Served {
     server: FactoryServer,
@@ -40,7 +36,7 @@ fn factory() -> Served {
 }
 
 fn ok(args: &Value, how: Run) -> Value {
-    let outcome = run(&FACTORY, args, how);
+    let outcome = run(FACTORY, args, how);
     assert!(!outcome.failed(), "{}", outcome.json);
     outcome.json
 }
@@ -178,7 +174,7 @@ fn bad_input_fails_naming_what_to_write_and_creates_nothing() {
         ),
     ] {
         for how in [Run::Check, Run::Real] {
-            let outcome = run(&FACTORY, &args, how);
+            let outcome = run(FACTORY, &args, how);
             let msg = outcome.msg().unwrap_or_default().to_string();
             assert!(outcome.failed(), "{args}: {}", outcome.json);
             for w in &words {
@@ -240,7 +236,7 @@ fn an_authenticated_factory_owns_the_schematic_and_check_mode_predicts_its_id() 
     assert_eq!(f.server.posts(), 1);
 
     let failed = |args: &Value| {
-        let outcome = run(&FACTORY, args, Run::Check);
+        let outcome = run(FACTORY, args, Run::Check);
         assert!(outcome.failed(), "{args}: {}", outcome.json);
         let text = outcome.json.to_string();
         assert!(

@@ -9,48 +9,17 @@
 
 mod common;
 
-use common::{Kind, Module, Sim, four_checks, run_ok};
-use ferro_talos_tasks::{
-    talos_apply, talos_bootstrap, talos_config, talos_health, talos_kubernetes_upgrade,
-    talos_reset, talos_upgrade,
-};
+use common::{Kind, Sim, four_checks, run_ok};
+use ferro_talos_tasks::catalog::{Module, named};
 use serde_json::{Value, json};
 
-const CONFIG: Module = Module {
-    name: "talos_config",
-    spec: talos_config::spec,
-    run: talos_config::run,
-};
-const APPLY: Module = Module {
-    name: "talos_apply",
-    spec: talos_apply::spec,
-    run: talos_apply::run,
-};
-const BOOTSTRAP: Module = Module {
-    name: "talos_bootstrap",
-    spec: talos_bootstrap::spec,
-    run: talos_bootstrap::run,
-};
-const HEALTH: Module = Module {
-    name: "talos_health",
-    spec: talos_health::spec,
-    run: talos_health::run,
-};
-const UPGRADE: Module = Module {
-    name: "talos_upgrade",
-    spec: talos_upgrade::spec,
-    run: talos_upgrade::run,
-};
-const KUBERNETES_UPGRADE: Module = Module {
-    name: "talos_kubernetes_upgrade",
-    spec: talos_kubernetes_upgrade::spec,
-    run: talos_kubernetes_upgrade::run,
-};
-const RESET: Module = Module {
-    name: "talos_reset",
-    spec: talos_reset::spec,
-    run: talos_reset::run,
-};
+const CONFIG: &Module = named("talos_config");
+const APPLY: &Module = named("talos_apply");
+const BOOTSTRAP: &Module = named("talos_bootstrap");
+const HEALTH: &Module = named("talos_health");
+const UPGRADE: &Module = named("talos_upgrade");
+const KUBERNETES_UPGRADE: &Module = named("talos_kubernetes_upgrade");
+const RESET: &Module = named("talos_reset");
 
 /// The GA release the nodes run, the newest 1.14 the Go module proxy serves.
 const TALOS: &str = "v1.14.1";
@@ -74,20 +43,20 @@ fn render(sim: &Sim, index: usize) -> Value {
 fn bootstrapped(sim: &Sim) -> String {
     let secrets = sim.path("secrets.yaml").display().to_string();
     run_ok(
-        &CONFIG,
+        CONFIG,
         &json!({"secrets_file": secrets, "generate_secrets": true, "cluster_name": "k114"}),
     );
     for index in 0..sim.cluster().nodes().len() {
         run_ok(
-            &APPLY,
+            APPLY,
             &json!({"node": sim.node(index), "secrets_file": secrets, "render": render(sim, index)}),
         );
     }
     run_ok(
-        &BOOTSTRAP,
+        BOOTSTRAP,
         &json!({"node": sim.node(0), "secrets_file": secrets}),
     );
-    run_ok(&HEALTH, &health_args(sim, &secrets));
+    run_ok(HEALTH, &health_args(sim, &secrets));
     secrets
 }
 
@@ -158,13 +127,13 @@ fn talos_kubernetes_upgrade_moves_a_1_14_cluster_through_its_documents() {
         "apiVersion": "v1alpha1", "kind": "KubeServiceAccountConfig",
         "accepted": {"audiences": ["https://extra.example"]},
     }]);
-    run_ok(&APPLY, &diverged);
+    run_ok(APPLY, &diverged);
     let args = json!({
         "node": sim.node(0), "secrets_file": secrets, "kubernetes_version": KUBERNETES_AFTER,
         "control_plane_nodes": [sim.node(0)], "worker_nodes": [sim.node(1)],
         "timeout": 60, "manifests_timeout": 60,
     });
-    let runs = four_checks(&sim, &KUBERNETES_UPGRADE, &args, Kind::Converges);
+    let runs = four_checks(&sim, KUBERNETES_UPGRADE, &args, Kind::Converges);
     let moved: Vec<&str> = runs.real["steps"]
         .as_array()
         .expect("steps")
@@ -201,7 +170,7 @@ fn talos_upgrade_moves_the_kubernetes_of_a_1_14_node() {
         "node": sim.node(0), "secrets_file": secrets, "kubernetes_version": KUBERNETES_AFTER,
         "timeout": 60,
     });
-    let runs = four_checks(&sim, &UPGRADE, &args, Kind::Converges);
+    let runs = four_checks(&sim, UPGRADE, &args, Kind::Converges);
     let components = &runs.check["kubernetes"]["components"];
     assert_eq!(
         components["kubelet"]["target_image"], "ghcr.io/siderolabs/kubelet:v1.36.3",
@@ -240,7 +209,7 @@ fn talos_upgrade_drains_a_1_14_node_through_its_cluster_endpoint() {
         "node": sim.node(1), "secrets_file": secrets, "talos_version": TALOS,
         "timeout": 120, "drain_timeout": 60,
     });
-    let runs = four_checks(&sim, &UPGRADE, &args, Kind::Converges);
+    let runs = four_checks(&sim, UPGRADE, &args, Kind::Converges);
     assert_eq!(sim.cluster().nodes()[1].version, TALOS);
     let drain = &runs.real["drain"];
     assert!(drain["node_name"].is_string(), "{}", runs.real);
@@ -258,7 +227,7 @@ fn talos_reset_deletes_the_node_of_a_1_14_worker() {
         "node": sim.node(1), "secrets_file": secrets, "confirm": "reset", "timeout": 60,
         "delete_kubernetes_node": true,
     });
-    let runs = four_checks(&sim, &RESET, &args, Kind::Converges);
+    let runs = four_checks(&sim, RESET, &args, Kind::Converges);
     assert_eq!(
         runs.real["kubernetes_node"]["deleted"],
         json!(true),
@@ -268,5 +237,5 @@ fn talos_reset_deletes_the_node_of_a_1_14_worker() {
     assert!(sim.cluster().nodes()[1].maintenance);
     let mut health = health_args(&sim, &secrets);
     health["worker_nodes"] = json!([]);
-    run_ok(&HEALTH, &health);
+    run_ok(HEALTH, &health);
 }

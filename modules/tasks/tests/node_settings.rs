@@ -7,21 +7,13 @@
 
 mod common;
 
-use common::{Kind, Module, Run, Sim, four_checks, run, run_ok};
+use common::{Kind, Run, Sim, four_checks, run, run_ok};
 use ferro_talos_config::MachineConfig;
-use ferro_talos_tasks::{talos_apply, talos_config};
+use ferro_talos_tasks::catalog::{Module, named};
 use serde_json::{Value, json};
 
-const CONFIG: Module = Module {
-    name: "talos_config",
-    spec: talos_config::spec,
-    run: talos_config::run,
-};
-const APPLY: Module = Module {
-    name: "talos_apply",
-    spec: talos_apply::spec,
-    run: talos_apply::run,
-};
+const CONFIG: &Module = named("talos_config");
+const APPLY: &Module = named("talos_apply");
 
 fn settings() -> Value {
     json!({
@@ -43,7 +35,7 @@ fn rendered(sim: &Sim, talos_version: &str, settings: Value) -> Vec<Value> {
     let secrets = sim.path("secrets.yaml").display().to_string();
     let dest = sim.path(&format!("cp-{talos_version}.yaml"));
     run_ok(
-        &CONFIG,
+        CONFIG,
         &json!({
             "secrets_file": secrets, "generate_secrets": true, "dest": dest.display().to_string(),
             "machine_type": "controlplane", "cluster_name": "inventory",
@@ -150,7 +142,7 @@ fn a_node_takes_its_settings_and_the_rerun_changes_nothing() {
         let sim = Sim::start_version(1, 0, version);
         let secrets = sim.path("secrets.yaml").display().to_string();
         run_ok(
-            &CONFIG,
+            CONFIG,
             &json!({"secrets_file": secrets, "generate_secrets": true, "cluster_name": "inventory"}),
         );
         let contract = &version[..5];
@@ -162,7 +154,7 @@ fn a_node_takes_its_settings_and_the_rerun_changes_nothing() {
                 "talos_version": contract, "node_settings": settings(),
             },
         });
-        four_checks(&sim, &APPLY, &args, Kind::Converges);
+        four_checks(&sim, APPLY, &args, Kind::Converges);
         let node = &sim.cluster().nodes()[0];
         assert!(!node.maintenance, "{version}: the node runs its config");
         assert_eq!(node.hostname, "cp-1", "{version}");
@@ -173,7 +165,7 @@ fn failure(settings: Value) -> String {
     let sim = Sim::start(1, 0);
     let secrets = sim.path("secrets.yaml").display().to_string();
     let outcome = run(
-        &CONFIG,
+        CONFIG,
         &json!({
             "secrets_file": secrets, "generate_secrets": true,
             "dest": sim.path("cp.yaml").display().to_string(),

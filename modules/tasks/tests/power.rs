@@ -6,54 +6,23 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Module, Sim, run, run_ok};
-use ferro_talos_tasks::{
-    talos_apply, talos_bootstrap, talos_config, talos_health, talos_reboot, talos_reset,
-    talos_shutdown,
-};
+use common::{Sim, run, run_ok};
+use ferro_talos_tasks::catalog::{Module, named};
 use serde_json::{Value, json};
 
-const CONFIG: Module = Module {
-    name: "talos_config",
-    spec: talos_config::spec,
-    run: talos_config::run,
-};
-const APPLY: Module = Module {
-    name: "talos_apply",
-    spec: talos_apply::spec,
-    run: talos_apply::run,
-};
-const BOOTSTRAP: Module = Module {
-    name: "talos_bootstrap",
-    spec: talos_bootstrap::spec,
-    run: talos_bootstrap::run,
-};
-const HEALTH: Module = Module {
-    name: "talos_health",
-    spec: talos_health::spec,
-    run: talos_health::run,
-};
-const REBOOT: Module = Module {
-    name: "talos_reboot",
-    spec: talos_reboot::spec,
-    run: talos_reboot::run,
-};
-const RESET: Module = Module {
-    name: "talos_reset",
-    spec: talos_reset::spec,
-    run: talos_reset::run,
-};
-const SHUTDOWN: Module = Module {
-    name: "talos_shutdown",
-    spec: talos_shutdown::spec,
-    run: talos_shutdown::run,
-};
+const CONFIG: &Module = named("talos_config");
+const APPLY: &Module = named("talos_apply");
+const BOOTSTRAP: &Module = named("talos_bootstrap");
+const HEALTH: &Module = named("talos_health");
+const REBOOT: &Module = named("talos_reboot");
+const RESET: &Module = named("talos_reset");
+const SHUTDOWN: &Module = named("talos_shutdown");
 
 /// The cluster's bundle and every node configured from it, with `patches` on node `patched`.
 fn configured(sim: &Sim, patched: Option<(usize, Value)>) -> String {
     let secrets = sim.path("secrets.yaml").display().to_string();
     run_ok(
-        &CONFIG,
+        CONFIG,
         &json!({"secrets_file": secrets, "generate_secrets": true, "cluster_name": "power"}),
     );
     for index in 0..sim.cluster().nodes().len() {
@@ -71,7 +40,7 @@ fn configured(sim: &Sim, patched: Option<(usize, Value)>) -> String {
         {
             args["render"]["patches"] = patches.clone();
         }
-        run_ok(&APPLY, &args);
+        run_ok(APPLY, &args);
     }
     secrets
 }
@@ -80,7 +49,7 @@ fn configured(sim: &Sim, patched: Option<(usize, Value)>) -> String {
 fn bootstrapped(sim: &Sim) -> String {
     let secrets = configured(sim, None);
     run_ok(
-        &BOOTSTRAP,
+        BOOTSTRAP,
         &json!({"node": sim.node(0), "secrets_file": secrets}),
     );
     let (cps, workers): (Vec<_>, Vec<_>) = sim
@@ -92,7 +61,7 @@ fn bootstrapped(sim: &Sim) -> String {
         nodes.iter().map(|n| n.address.to_string()).collect()
     };
     run_ok(
-        &HEALTH,
+        HEALTH,
         &json!({
             "node": sim.node(0), "secrets_file": secrets, "timeout": 60,
             "control_plane_nodes": addresses(cps), "worker_nodes": addresses(workers),
@@ -132,7 +101,7 @@ fn talos_shutdown_through_an_endpoint_waits_until_the_node_is_down_and_says_its_
     let args = json!({
         "node": sim.node(1), "endpoint": sim.node(0), "secrets_file": secrets, "timeout": 30,
     });
-    let result = run_ok(&SHUTDOWN, &args);
+    let result = run_ok(SHUTDOWN, &args);
     assert_eq!(result["changed"], json!(true), "{result}");
     assert!(
         !sim.cluster().nodes()[1].up,
@@ -149,7 +118,7 @@ fn talos_shutdown_through_an_endpoint_waits_until_the_node_is_down_and_says_its_
     assert!(msg.contains("not cleanly"), "{msg}");
     assert!(!msg.contains("PodDisruptionBudget"), "{msg}");
     // Asked again, the endpoint says the node does not answer: nothing is sent.
-    let again = run(&SHUTDOWN, &args, common::Run::Real);
+    let again = run(SHUTDOWN, &args, common::Run::Real);
     assert!(!again.failed(), "{}", again.json);
     assert_eq!(again.json["answered"], json!(false), "{}", again.json);
 }
@@ -172,7 +141,7 @@ fn talos_reset_reports_a_reset_that_talos_aborted_at_its_leave_phase() {
         "node": sim.node(2), "secrets_file": secrets, "confirm": "reset", "timeout": 20,
     });
     let started = Instant::now();
-    let outcome = run(&RESET, &args, common::Run::Real);
+    let outcome = run(RESET, &args, common::Run::Real);
     assert!(outcome.failed(), "{}", outcome.json);
     assert!(
         started.elapsed() < Duration::from_secs(15),
@@ -222,7 +191,7 @@ fn talos_reset_of_a_statically_addressed_node_says_it_returns_on_dhcp() {
         "node": old, "secrets_file": secrets, "confirm": "reset", "timeout": 20,
         "graceful": false,
     });
-    let check = run(&RESET, &args, common::Run::Check);
+    let check = run(RESET, &args, common::Run::Check);
     assert!(!check.failed(), "{}", check.json);
     assert_eq!(
         check.json["static_address"],
@@ -231,7 +200,7 @@ fn talos_reset_of_a_statically_addressed_node_says_it_returns_on_dhcp() {
         check.json
     );
     let started = Instant::now();
-    let result = run_ok(&RESET, &args);
+    let result = run_ok(RESET, &args);
     assert!(started.elapsed() < Duration::from_secs(15), "{result}");
     let warnings = result["warnings"].to_string();
     assert!(
@@ -309,7 +278,7 @@ fn talos_reboot_with_drain_cordons_evicts_reboots_and_uncordons() {
         "node": sim.node(1), "secrets_file": secrets, "timeout": 60, "drain": true,
     });
     let before = sim.world();
-    let check = run(&REBOOT, &args, common::Run::Check);
+    let check = run(REBOOT, &args, common::Run::Check);
     assert!(!check.failed(), "{}", check.json);
     assert_eq!(sim.world(), before, "check mode changed something");
     let evict: Vec<&str> = check.json["drain"]["evict"]
@@ -333,7 +302,7 @@ fn talos_reboot_with_drain_cordons_evicts_reboots_and_uncordons() {
     );
 
     let boot_before = sim.cluster().nodes()[1].boot_id.clone();
-    let result = run_ok(&REBOOT, &args);
+    let result = run_ok(REBOOT, &args);
     assert_ne!(sim.cluster().nodes()[1].boot_id, boot_before, "{result}");
     assert_eq!(result["drain"]["uncordoned"], json!(true), "{result}");
     let log = kube_log(&sim, &name);
@@ -358,7 +327,7 @@ fn talos_reboot_with_drain_cordons_evicts_reboots_and_uncordons() {
     // Without wait there is no uncordon: refused, as talosctl forces --wait.
     let mut no_wait = args.clone();
     no_wait["wait"] = json!(false);
-    let refused = run(&REBOOT, &no_wait, common::Run::Check);
+    let refused = run(REBOOT, &no_wait, common::Run::Check);
     assert!(refused.failed(), "{}", refused.json);
     let msg = refused.msg().unwrap_or_default();
     assert!(msg.contains("drain") && msg.contains("wait"), "{msg}");

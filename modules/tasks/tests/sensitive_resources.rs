@@ -6,41 +6,25 @@
 
 mod common;
 
-use common::{Kind, Module, Sim, four_checks, run_ok};
+use common::{Kind, Sim, four_checks, run_ok};
+use ferro_talos_tasks::catalog::{Module, named};
 use ferro_talos_tasks::resource_types::{self, Lookup};
-use ferro_talos_tasks::{talos_config, talos_resource_info, talos_support_bundle};
 use serde_json::json;
 
-const CONFIG: Module = Module {
-    name: "talos_config",
-    spec: talos_config::spec,
-    run: talos_config::run,
-};
-const RESOURCE_INFO: Module = Module {
-    name: "talos_resource_info",
-    spec: talos_resource_info::spec,
-    run: talos_resource_info::run,
-};
-const SUPPORT_BUNDLE: Module = Module {
-    name: "talos_support_bundle",
-    spec: talos_support_bundle::spec,
-    run: talos_support_bundle::run,
-};
+const CONFIG: &Module = named("talos_config");
+const RESOURCE_INFO: &Module = named("talos_resource_info");
+const SUPPORT_BUNDLE: &Module = named("talos_support_bundle");
 
 /// A configured control plane (and its secrets bundle): it serves its discovery config and its
 /// API server config to an admin.
 fn configured(sim: &Sim) -> String {
     let secrets = sim.path("secrets.yaml").display().to_string();
     run_ok(
-        &CONFIG,
+        CONFIG,
         &json!({"secrets_file": secrets, "generate_secrets": true, "cluster_name": "sensitive"}),
     );
     run_ok(
-        &common::Module {
-            name: "talos_apply",
-            spec: ferro_talos_tasks::talos_apply::spec,
-            run: ferro_talos_tasks::talos_apply::run,
-        },
+        named("talos_apply"),
         &json!({
             "node": sim.node(0), "secrets_file": secrets,
             "render": {
@@ -132,7 +116,7 @@ fn sensitive_resources_the_node_serves_never_reach_the_result() {
                         args["namespace"] = json!(ns);
                     }
                     let before = sim.world();
-                    let outcome = common::run(&RESOURCE_INFO, &args, how);
+                    let outcome = common::run(RESOURCE_INFO, &args, how);
                     assert_refused(&outcome, t.name, &values);
                     assert_eq!(sim.world(), before);
                 }
@@ -161,7 +145,7 @@ fn every_sensitive_type_is_refused_by_every_name() {
                 "node": sim.node(0), "secrets_file": secrets, "type": spelling,
                 "namespace": t.default_namespace,
             });
-            let outcome = common::run(&RESOURCE_INFO, &args, common::Run::Real);
+            let outcome = common::run(RESOURCE_INFO, &args, common::Run::Real);
             assert_refused(&outcome, t.name, &bundle_secrets);
             if !matches!(resource_types::resolve(&spelling), Lookup::Ambiguous(_)) {
                 let msg = outcome.msg().unwrap_or_default();
@@ -178,7 +162,7 @@ fn aliases_and_default_namespaces_read_as_talosctl_get_reads_them() {
     let sim = Sim::start(1, 0);
     let secrets = configured(&sim);
     let args = json!({"node": sim.node(0), "secrets_file": secrets, "type": "nodename"});
-    let runs = four_checks(&sim, &RESOURCE_INFO, &args, Kind::Reads);
+    let runs = four_checks(&sim, RESOURCE_INFO, &args, Kind::Reads);
     let found = runs.real["resources"]
         .as_array()
         .cloned()
@@ -187,7 +171,7 @@ fn aliases_and_default_namespaces_read_as_talosctl_get_reads_them() {
     assert_eq!(found[0]["type"], json!("Nodenames.kubernetes.talos.dev"));
     assert_eq!(found[0]["namespace"], json!("k8s"));
     let disks = run_ok(
-        &RESOURCE_INFO,
+        RESOURCE_INFO,
         &json!({"node": sim.node(0), "secrets_file": secrets, "type": "Disk"}),
     );
     assert_eq!(
@@ -196,7 +180,7 @@ fn aliases_and_default_namespaces_read_as_talosctl_get_reads_them() {
         "{disks}"
     );
     let ambiguous = common::run(
-        &RESOURCE_INFO,
+        RESOURCE_INFO,
         &json!({"node": sim.node(0), "secrets_file": secrets, "type": "apisc"}),
         common::Run::Real,
     );
@@ -211,7 +195,7 @@ fn aliases_and_default_namespaces_read_as_talosctl_get_reads_them() {
     );
     // A full name the table does not know goes to the node, whose resource definitions decide.
     let unknown = common::run(
-        &RESOURCE_INFO,
+        RESOURCE_INFO,
         &json!({"node": sim.node(0), "secrets_file": secrets, "type": "Widgets.example.dev"}),
         common::Run::Real,
     );
@@ -240,7 +224,7 @@ fn the_support_bundle_holds_no_sensitive_resource() {
     );
     let dest = sim.path("support.tar.gz");
     let outcome = run_ok(
-        &SUPPORT_BUNDLE,
+        SUPPORT_BUNDLE,
         &json!({"nodes": [sim.node(0)], "secrets_file": secrets, "dest": dest}),
     );
     assert_eq!(outcome["errors"], json!([]), "{outcome}");

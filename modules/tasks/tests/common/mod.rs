@@ -15,17 +15,12 @@ use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Outcome, Params, Spec, execute};
+use ferro_ansible_protocol::{Outcome, execute};
 use ferro_talos_sim::{Cluster, SimConfig};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
-/// A module as the program's table holds it: name, argument spec, body.
-pub struct Module {
-    pub name: &'static str,
-    pub spec: fn() -> Spec,
-    pub run: fn(&mut Context, &Params) -> Result<ModuleResult, ModuleError>,
-}
+pub use ferro_talos_tasks::catalog::Module;
 
 /// How a task is run: Ansible's `--check` and `--diff`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
