@@ -17,6 +17,7 @@
 //	{"op":"v1alpha1_fields","source":DIR}
 //	{"op":"merge_replace","kinds":[KIND...]}
 //	{"op":"node_id","hex":HEX}
+//	{"op":"schematic","config":YAML}
 //
 // Every answer is an object; a failure of the operation itself (upstream refused the input) is
 // {"error": TEXT} with upstream's error text, which is what the tests compare.
@@ -72,6 +73,8 @@ func answer(req request) response {
 		return mergeReplaceFields(req)
 	case "node_id":
 		return encodeNodeID(req)
+	case "schematic":
+		return canonicalSchematic(req)
 	default:
 		return response{"error": fmt.Sprintf("oracle: unknown op %q", req.Op)}
 	}

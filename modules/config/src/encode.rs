@@ -10,9 +10,9 @@ use crate::disk_size::parse_human_bytes;
 use crate::document::{DocId, MachineConfig};
 use crate::fields;
 use crate::normalize::{Rules, normalize_document};
-use ferro_talos_secrets::yaml::{
-    Style, bare_string_node_style, quoted_for_yaml_1_1, string_style, write_double_quoted,
-};
+use ferro_talos_goyaml::emit::leaf_text;
+use ferro_talos_goyaml::order::key_order;
+use ferro_talos_goyaml::{Node, Release, Scalar, emit};
 use serde_json::{Map, Value};
 use std::cmp::Ordering;
 
@@ -126,12 +126,7 @@ impl MachineConfig {
                 out.push_str("---\n");
             }
             let node = to_node(doc, Shape::Struct(document_fields(doc)));
-            let mut w = Writer {
-                out: String::new(),
-                rules: Rules::V1_13,
-            };
-            w.root(&node);
-            out.push_str(&w.out);
+            out.push_str(&emit(&node, Release::V4Rc4));
         }
         out
     }
@@ -170,12 +165,7 @@ pub fn encode_document_with(doc: &Value, rules: Rules) -> String {
     let fields = document_fields(doc);
     let normal = normalize_document(doc, rules);
     let node = to_node(&normal, Shape::Struct(fields));
-    let mut w = Writer {
-        out: String::new(),
-        rules,
-    };
-    w.root(&node);
-    w.out
+    emit(&node, release_of(rules))
 }
 
 pub(crate) fn document_fields(doc: &Value) -> &'static [F] {
@@ -190,33 +180,6 @@ pub(crate) fn document_fields(doc: &Value) -> &'static [F] {
         .unwrap_or(UNKNOWN_KIND)
 }
 
-/// The ordered, rendered tree that the writer lays out.
-#[derive(Debug)]
-enum Node {
-    Scalar(Scalar),
-    Map(Vec<(Scalar, Node)>),
-    Seq(Vec<Node>),
-}
-
-#[derive(Clone, Debug)]
-struct Scalar {
-    text: String,
-    style: Style,
-    /// Written by go-yaml's representer from a Go string, whose YAML 1.1 quoting differs by
-    /// release (`quoted_for_yaml_1_1`); false for the ready nodes `ArgValue` hands it.
-    represented: bool,
-}
-
-impl Scalar {
-    fn plain(text: impl Into<String>) -> Scalar {
-        Scalar {
-            represented: true,
-            text: text.into(),
-            style: Style::Plain,
-        }
-    }
-}
-
 fn to_node(v: &Value, shape: Shape) -> Node {
     match (shape, v) {
         (Shape::Struct(fields), Value::Object(m)) => {
@@ -224,12 +187,12 @@ fn to_node(v: &Value, shape: Shape) -> Node {
             // After normalisation a known field holding null is an always-written nil pointer.
             for F(name, fshape, _) in fields {
                 if let Some(x) = m.get(*name) {
-                    entries.push((key_scalar(name), to_node(x, *fshape)));
+                    entries.push((Scalar::key(name), to_node(x, *fshape)));
                 }
             }
             for (k, x) in m {
                 if !x.is_null() && !fields.iter().any(|F(name, _, _)| name == k) {
-                    entries.push((key_scalar(k), to_node(x, Shape::Leaf)));
+                    entries.push((Scalar::key(k), to_node(x, Shape::Leaf)));
                 }
             }
             Node::Map(entries)
@@ -237,27 +200,27 @@ fn to_node(v: &Value, shape: Shape) -> Node {
         // go-yaml sorts every Go map's keys with its natural-order comparator
         // (`keyList.Less`): `HTTP_PROXY` before `HTTPS_PROXY`, `eth9` before `eth10`.
         (Shape::Map(inner), Value::Object(m)) => Node::Map(
-            sorted_by(m, go_yaml_key_less)
+            sorted_by(m, key_order)
                 .into_iter()
-                .map(|(k, x)| (key_scalar(k), to_node(x, *inner)))
+                .map(|(k, x)| (Scalar::key(k), to_node(x, *inner)))
                 .collect(),
         ),
         (Shape::StrMap, Value::Object(m)) => Node::Map(
-            sorted_by(m, go_yaml_key_less)
+            sorted_by(m, key_order)
                 .into_iter()
-                .map(|(k, x)| (key_scalar(k), string_value(x)))
+                .map(|(k, x)| (Scalar::key(k), string_value(x)))
                 .collect(),
         ),
         (Shape::Args, Value::Object(m)) => Node::Map(
-            sorted_by(m, go_yaml_key_less)
+            sorted_by(m, key_order)
                 .into_iter()
-                .map(|(k, x)| (key_scalar(k), arg_value(x)))
+                .map(|(k, x)| (Scalar::key(k), arg_value(x)))
                 .collect(),
         ),
         (Shape::Any, Value::Object(m)) => Node::Map(
-            sorted_by(m, go_yaml_key_less)
+            sorted_by(m, key_order)
                 .into_iter()
-                .map(|(k, x)| (key_scalar(k), to_node(x, Shape::Any)))
+                .map(|(k, x)| (Scalar::key(k), to_node(x, Shape::Any)))
                 .collect(),
         ),
         (Shape::Seq(inner), Value::Array(a)) => {
@@ -271,7 +234,7 @@ fn to_node(v: &Value, shape: Shape) -> Node {
             Some(n) => Node::Scalar(disk_size_scalar(n)),
             None => Node::Scalar(scalar(x)),
         },
-        (Shape::InlineContents, Value::String(s)) => Node::Scalar(string_scalar(
+        (Shape::InlineContents, Value::String(s)) => Node::Scalar(Scalar::string(
             s.trim_start_matches(['\t', '\n', '\r', '\u{b}', '\u{c}']),
         )),
         (Shape::Octal, x) => match octal_value(x) {
@@ -280,7 +243,7 @@ fn to_node(v: &Value, shape: Shape) -> Node {
         },
         (_, Value::Object(m)) => Node::Map(
             m.iter()
-                .map(|(k, x)| (key_scalar(k), to_node(x, Shape::Leaf)))
+                .map(|(k, x)| (Scalar::key(k), to_node(x, Shape::Leaf)))
                 .collect(),
         ),
         (_, Value::Array(a)) => Node::Seq(a.iter().map(|x| to_node(x, Shape::Leaf)).collect()),
@@ -292,10 +255,10 @@ fn to_node(v: &Value, shape: Shape) -> Node {
 /// extraArgs values may also be lists of strings.
 fn string_value(v: &Value) -> Node {
     match v {
-        Value::Bool(_) | Value::Number(_) => Node::Scalar(string_scalar(&scalar_text(v))),
+        Value::Bool(_) | Value::Number(_) => Node::Scalar(Scalar::string(&leaf_text(v))),
         Value::Array(a) => Node::Seq(a.iter().map(string_value).collect()),
         // A YAML null decodes to Go's empty string.
-        Value::Null => Node::Scalar(string_scalar("")),
+        Value::Null => Node::Scalar(Scalar::string("")),
         other => to_node(other, Shape::Leaf),
     }
 }
@@ -321,11 +284,7 @@ fn arg_value(v: &Value) -> Node {
 /// `ArgValue.MarshalYAML` hands go-yaml a ready `!!str` node, which skips the representer
 /// (v1alpha1_types.go @ v1.13.9; found by the oracle with the kubelet arguments `yes` and "\n").
 fn arg_scalar(s: &str) -> Scalar {
-    Scalar {
-        represented: false,
-        text: s.to_string(),
-        style: bare_string_node_style(s),
-    }
+    Scalar::bare_string(s)
 }
 
 fn octal_value(v: &Value) -> Option<u64> {
@@ -375,7 +334,7 @@ fn disk_size_scalar(n: u64) -> Scalar {
     if n.is_multiple_of(1000) {
         let human = human_bytes(n);
         if parse_human_bytes(&human) == Some(n) {
-            return string_scalar(&human);
+            return Scalar::string(&human);
         }
     }
     Scalar::plain(n.to_string())
@@ -390,326 +349,16 @@ fn sorted_by(
     v
 }
 
-/// go-yaml's map key comparator for string keys: letters sort after non-letters, and runs of
-/// digits compare numerically ("a2" < "a10").
-fn go_yaml_key_less(a: &str, b: &str) -> Ordering {
-    let ar: Vec<char> = a.chars().collect();
-    let br: Vec<char> = b.chars().collect();
-    let mut digits = false;
-    let n = ar.len().min(br.len());
-    for i in 0..n {
-        if ar[i] == br[i] {
-            digits = ar[i].is_ascii_digit();
-            continue;
-        }
-        let al = ar[i].is_alphabetic();
-        let bl = br[i].is_alphabetic();
-        if al && bl {
-            return ar[i].cmp(&br[i]);
-        }
-        if al || bl {
-            let a_first = if digits { al } else { bl };
-            return if a_first {
-                Ordering::Less
-            } else {
-                Ordering::Greater
-            };
-        }
-        let mut an: i64 = 0;
-        let mut bn: i64 = 0;
-        if ar[i] == '0' || br[i] == '0' {
-            let mut j = i;
-            while j > 0 && ar[j - 1].is_ascii_digit() {
-                j -= 1;
-                if ar[j] != '0' {
-                    an = 1;
-                    bn = 1;
-                    break;
-                }
-            }
-        }
-        let mut ai = i;
-        while ai < ar.len() && ar[ai].is_ascii_digit() {
-            an = an.wrapping_mul(10).wrapping_add(ar[ai] as i64 - '0' as i64);
-            ai += 1;
-        }
-        let mut bi = i;
-        while bi < br.len() && br[bi].is_ascii_digit() {
-            bn = bn.wrapping_mul(10).wrapping_add(br[bi] as i64 - '0' as i64);
-            bi += 1;
-        }
-        if an != bn {
-            return an.cmp(&bn);
-        }
-        if ai != bi {
-            return ai.cmp(&bi);
-        }
-        return ar[i].cmp(&br[i]);
-    }
-    ar.len().cmp(&br.len())
-}
-
-fn scalar_text(v: &Value) -> String {
-    match v {
-        Value::Null => "null".into(),
-        Value::Bool(b) => b.to_string(),
-        Value::Number(n) => {
-            if let Some(i) = n.as_i64() {
-                i.to_string()
-            } else if let Some(u) = n.as_u64() {
-                u.to_string()
-            } else {
-                go_format_float(n.as_f64().unwrap_or(0.0))
-            }
-        }
-        Value::String(s) => s.clone(),
-        // Not reached: collections are handled by the caller.
-        Value::Array(_) | Value::Object(_) => String::new(),
-    }
-}
-
 fn scalar(v: &Value) -> Scalar {
-    match v {
-        Value::String(s) => string_scalar(s),
-        other => Scalar::plain(scalar_text(other)),
-    }
+    Scalar::of_leaf(v)
 }
 
-/// Go's `strconv.FormatFloat(f, 'g', -1, 64)`, as go-yaml writes floats.
-fn go_format_float(f: f64) -> String {
-    if f.is_nan() {
-        return ".nan".into();
+/// The go-yaml release of the talosctl whose rules these are: 1.13's rc.4, 1.14's rc.6.
+fn release_of(rules: Rules) -> Release {
+    match rules {
+        Rules::V1_13 => Release::V4Rc4,
+        Rules::V1_14 => Release::V4Rc6,
     }
-    if f.is_infinite() {
-        return if f > 0.0 {
-            ".inf".into()
-        } else {
-            "-.inf".into()
-        };
-    }
-    if f == 0.0 {
-        return if f.is_sign_negative() {
-            "-0".into()
-        } else {
-            "0".into()
-        };
-    }
-    // Rust's `{:e}` gives the shortest round-tripping digits, like Go's shortest mode.
-    let sci = format!("{:e}", f.abs());
-    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
-    let sign = if f < 0.0 { "-" } else { "" };
-    // Shortest 'g' switches to %e when the exponent is below -4 or at least 6.
-    if !(-4..6).contains(&exp) {
-        return format!("{sign}{}", fmt_e(&digits, exp));
-    }
-    let nd = digits.len() as i32;
-    let dp = exp + 1;
-    let body = if dp <= 0 {
-        format!("0.{}{}", "0".repeat((-dp) as usize), digits)
-    } else if dp >= nd {
-        format!("{}{}", digits, "0".repeat((dp - nd) as usize))
-    } else {
-        format!("{}.{}", &digits[..dp as usize], &digits[dp as usize..])
-    };
-    format!("{sign}{body}")
-}
-
-fn fmt_e(digits: &str, exp: i32) -> String {
-    let mut s = digits[..1].to_string();
-    if digits.len() > 1 {
-        s.push('.');
-        s.push_str(&digits[1..]);
-    }
-    let (esign, e) = if exp < 0 { ('-', -exp) } else { ('+', exp) };
-    format!("{s}e{esign}{e:02}")
-}
-
-fn key_scalar(k: &str) -> Scalar {
-    let mut s = string_scalar(k);
-    // A simple key cannot be a block scalar (a complex one, `? `, can).
-    if s.style == Style::Literal && !is_complex_key(k) {
-        s.style = Style::Double;
-    }
-    s
-}
-
-/// go-yaml writes a key as a simple key (`key: value`) unless it is longer than 128 bytes or
-/// holds a line break; then as a complex one, `? key` and `: value` on lines of their own
-/// (`yaml_emitter_check_simple_key` in go.yaml.in/yaml/v4's emitter). Found by the oracle
-/// (modules/config/tests/oracle_properties.rs) with a node annotation named "\n".
-fn is_complex_key(k: &str) -> bool {
-    k.len() > 128 || k.contains(['\n', '\r', '\u{85}', '\u{2028}', '\u{2029}'])
-}
-
-/// Chooses the style go-yaml would use for a string value.
-fn string_scalar(s: &str) -> Scalar {
-    Scalar {
-        represented: true,
-        text: s.to_string(),
-        style: string_style(s),
-    }
-}
-
-/// Writes the tree with go-yaml's block layout: mappings nested under a key are indented to the
-/// next multiple of 4; anything directly inside a sequence item is indented 2 past the `-`.
-struct Writer {
-    out: String,
-    /// The release's go-yaml quotes a few strings its own way (`quoted_for_yaml_1_1`).
-    rules: Rules,
-}
-
-impl Writer {
-    fn root(&mut self, node: &Node) {
-        match node {
-            Node::Map(entries) if !entries.is_empty() => self.map_entries(entries, 0, false),
-            Node::Seq(items) if !items.is_empty() => self.seq_items(items, 0, false),
-            other => {
-                self.inline_value(other, 0, 0);
-            }
-        }
-    }
-
-    /// Mapping entries at `indent`; when `inline_first`, the first key follows a `- ` already
-    /// written on the current line.
-    fn map_entries(&mut self, entries: &[(Scalar, Node)], indent: usize, inline_first: bool) {
-        for (i, (k, v)) in entries.iter().enumerate() {
-            if i > 0 || !inline_first {
-                self.spaces(indent);
-            }
-            if is_complex_key(&k.text) {
-                self.out.push_str("? ");
-                self.inline_value(&Node::Scalar(k.clone()), indent, next_level(indent));
-                self.spaces(indent);
-            } else {
-                self.scalar_inline(k);
-            }
-            self.out.push(':');
-            match v {
-                Node::Map(e) if !e.is_empty() => {
-                    self.out.push('\n');
-                    self.map_entries(e, next_level(indent), false);
-                }
-                Node::Seq(items) if !items.is_empty() => {
-                    self.out.push('\n');
-                    self.seq_items(items, next_level(indent), false);
-                }
-                other => {
-                    self.out.push(' ');
-                    self.inline_value(other, indent, next_level(indent));
-                }
-            }
-        }
-    }
-
-    fn seq_items(&mut self, items: &[Node], indent: usize, inline_first: bool) {
-        for (i, item) in items.iter().enumerate() {
-            if i > 0 || !inline_first {
-                self.spaces(indent);
-            }
-            self.out.push_str("- ");
-            match item {
-                Node::Map(e) if !e.is_empty() => self.map_entries(e, indent + 2, true),
-                Node::Seq(s) if !s.is_empty() => self.seq_items(s, indent + 2, true),
-                other => self.inline_value(other, indent, indent + 2),
-            }
-        }
-    }
-
-    /// A scalar or empty collection after `key: ` or `- `, ending the line. `parent_indent` is
-    /// the column of that key or `-`; `block_indent` is where literal block content goes.
-    fn inline_value(&mut self, node: &Node, parent_indent: usize, block_indent: usize) {
-        match node {
-            Node::Map(_) => self.out.push_str("{}\n"),
-            Node::Seq(_) => self.out.push_str("[]\n"),
-            Node::Scalar(s) if s.style == Style::Literal => {
-                self.literal(&s.text, parent_indent, block_indent)
-            }
-            Node::Scalar(s) => {
-                self.scalar_inline(s);
-                self.out.push('\n');
-            }
-        }
-    }
-
-    fn scalar_inline(&mut self, s: &Scalar) {
-        match s.style {
-            Style::Plain => self.out.push_str(&s.text),
-            Style::Single => {
-                self.out.push('\'');
-                self.out.push_str(&s.text.replace('\'', "''"));
-                self.out.push('\'');
-            }
-            Style::Double
-                if self.rules == Rules::V1_14 && s.represented && quoted_for_yaml_1_1(&s.text) =>
-            {
-                // Found by the oracle (modules/config/tests/oracle_generate.rs): Talos 1.14.1
-                // writes `auto: 'off'`, 1.13.9 `auto: "off"`.
-                self.out.push('\'');
-                self.out.push_str(&s.text);
-                self.out.push('\'');
-            }
-            Style::Double | Style::Literal => write_double_quoted(&mut self.out, &s.text),
-        }
-    }
-
-    fn literal(&mut self, text: &str, parent_indent: usize, indent: usize) {
-        if text.starts_with(' ') {
-            // Content starting with a space needs an indentation indicator (a leading blank line
-            // does not: go-yaml writes none, `writeBlockScalarHints` in internal/libyaml/emitter.go
-            // @ v4.0.0-rc.4; found by the oracle), counted from the key or `-` that owns the scalar.
-            // counted from the key or `-` that owns the scalar. Writing go-yaml's configured
-            // indent (4) every time is right under a key but not inside a sequence item (content
-            // 2 past the `-`), where the text would not parse back.
-            match indent.checked_sub(parent_indent) {
-                Some(step @ 1..=9) => {
-                    self.out.push('|');
-                    self.out.push(char::from(b'0' + step as u8));
-                }
-                // A scalar document has nothing to count from.
-                _ => {
-                    write_double_quoted(&mut self.out, text);
-                    self.out.push('\n');
-                    return;
-                }
-            }
-        } else {
-            self.out.push('|');
-        }
-        let trailing_breaks = text.len() - text.trim_end_matches('\n').len();
-        match trailing_breaks {
-            0 => self.out.push('-'),
-            1 if text.len() > 1 => {}
-            _ => self.out.push('+'),
-        }
-        self.out.push('\n');
-        let mut at_line_start = true;
-        for c in text.chars() {
-            if c == '\n' {
-                self.out.push('\n');
-                at_line_start = true;
-            } else {
-                if at_line_start {
-                    self.spaces(indent);
-                    at_line_start = false;
-                }
-                self.out.push(c);
-            }
-        }
-        if !at_line_start {
-            self.out.push('\n');
-        }
-    }
-
-    fn spaces(&mut self, n: usize) {
-        self.out.extend(std::iter::repeat_n(' ', n));
-    }
-}
-
-/// The indent of a collection nested under a mapping key at `indent`.
-fn next_level(indent: usize) -> usize {
-    4 * ((indent + 4) / 4)
 }
 
 #[cfg(test)]
@@ -911,14 +560,5 @@ mod tests {
             docs: vec![json!({"kind": "A"}), json!({"kind": "B"})],
         };
         assert_eq!(c.to_yaml(), "kind: A\n---\nkind: B\n");
-    }
-
-    #[test]
-    fn go_float_format() {
-        assert_eq!(go_format_float(1.0), "1");
-        assert_eq!(go_format_float(123456.0), "123456");
-        assert_eq!(go_format_float(1234567.0), "1.234567e+06");
-        assert_eq!(go_format_float(0.5), "0.5");
-        assert_eq!(go_format_float(-2.25), "-2.25");
     }
 }

@@ -13,7 +13,7 @@ use serde_json::Value;
 use crate::document::DocId;
 use crate::encode::{F, Shape};
 use crate::fields;
-use ferro_talos_secrets::yaml::YAML_1_1_BOOLS;
+use ferro_talos_goyaml::YAML_1_1_BOOLS;
 
 /// A key Talos's decoder has no field for.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -11,7 +11,6 @@ mod error;
 mod http;
 mod schematic;
 mod urls;
-mod yaml;
 
 pub use client::{ExtensionInfo, Factory, OverlayInfo};
 pub use error::{FactoryError, FactoryErrorKind};

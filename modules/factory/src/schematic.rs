@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use crate::error::{FactoryError, FactoryErrorKind};
-use crate::yaml::{Node, emit};
+use ferro_talos_goyaml::{Node, Release, Scalar, emit};
 
 /// The bootloaders a schematic may name (`imageropts.BootloaderKind`; `none` is the default and
 /// is never written).
@@ -236,87 +236,69 @@ impl Schematic {
         Ok(s)
     }
 
-    /// The canonical YAML: what the factory stores and hashes.
+    /// The canonical YAML: what the factory stores and hashes, `yaml.Marshal` of the struct
+    /// (go.yaml.in/yaml/v4 at a commit after v4.0.0-rc.6 in image-factory v1.5.0's go.mod;
+    /// rc.6 is the release the Go module proxy serves, and what the oracle test compares with).
     pub fn canonical_yaml(&self) -> String {
         let mut top = Vec::new();
         if !self.owner.is_empty() {
-            top.push(("owner".to_string(), Node::Str(self.owner.clone())));
+            top.push(("owner", string(&self.owner)));
         }
         if let Some(o) = &self.overlay {
-            let mut overlay = vec![
-                ("image".to_string(), Node::Str(o.image.clone())),
-                ("name".to_string(), Node::Str(o.name.clone())),
-            ];
+            let mut overlay = vec![("image", string(&o.image)), ("name", string(&o.name))];
             if !o.options.is_empty() {
-                overlay.push((
-                    "options".to_string(),
-                    node_of(&Value::Object(o.options.clone())),
-                ));
+                overlay.push(("options", Node::any(&Value::Object(o.options.clone()))));
             }
-            top.push(("overlay".to_string(), Node::Map(overlay)));
+            top.push(("overlay", Node::fields(overlay)));
         }
         let mut c = Vec::new();
         if !self.embedded_machine_configuration.is_empty() {
             c.push((
-                "embeddedMachineConfiguration".to_string(),
-                Node::Str(self.embedded_machine_configuration.clone()),
+                "embeddedMachineConfiguration",
+                string(&self.embedded_machine_configuration),
             ));
         }
         if !self.extra_kernel_args.is_empty() {
-            c.push((
-                "extraKernelArgs".to_string(),
-                strings(&self.extra_kernel_args),
-            ));
+            c.push(("extraKernelArgs", strings(&self.extra_kernel_args)));
         }
         if !self.meta.is_empty() {
             let items = self
                 .meta
                 .iter()
-                .map(|m| {
-                    Node::Map(vec![
-                        ("key".to_string(), Node::Int(i64::from(m.key))),
-                        ("value".to_string(), Node::Str(m.value.clone())),
-                    ])
-                })
+                .map(|m| Node::fields(vec![("key", number(m.key)), ("value", string(&m.value))]))
                 .collect();
-            c.push(("meta".to_string(), Node::Seq(items)));
+            c.push(("meta", Node::Seq(items)));
         }
         if !self.official_extensions.is_empty() {
             c.push((
-                "systemExtensions".to_string(),
-                Node::Map(vec![(
-                    "officialExtensions".to_string(),
+                "systemExtensions",
+                Node::fields(vec![(
+                    "officialExtensions",
                     strings(&self.official_extensions),
                 )]),
             ));
         }
         if !self.bootloader.is_empty() {
-            c.push(("bootloader".to_string(), Node::Str(self.bootloader.clone())));
+            c.push(("bootloader", string(&self.bootloader)));
         }
         let mut sb = Vec::new();
         if !self.secureboot_enroll_keys.is_empty() {
-            sb.push((
-                "enrollKeys".to_string(),
-                Node::Str(self.secureboot_enroll_keys.clone()),
-            ));
+            sb.push(("enrollKeys", string(&self.secureboot_enroll_keys)));
         }
         if self.secureboot_include_well_known_certificates {
-            sb.push(("includeWellKnownCertificates".to_string(), Node::Bool(true)));
+            sb.push(("includeWellKnownCertificates", number(true)));
         }
         if !sb.is_empty() {
-            c.push(("secureboot".to_string(), Node::Map(sb)));
+            c.push(("secureboot", Node::fields(sb)));
         }
         if self.disk_image_sector_size != 0 {
             c.push((
-                "diskImage".to_string(),
-                Node::Map(vec![(
-                    "sectorSize".to_string(),
-                    Node::Int(self.disk_image_sector_size as i64),
-                )]),
+                "diskImage",
+                Node::fields(vec![("sectorSize", number(self.disk_image_sector_size))]),
             ));
         }
-        top.push(("customization".to_string(), Node::Map(c)));
-        emit(&Node::Map(top))
+        top.push(("customization", Node::fields(c)));
+        emit(&Node::fields(top), Release::V4Rc6)
     }
 
     /// The schematic's ID: the SHA-256 of its canonical YAML, in lower-case hex.
@@ -325,31 +307,17 @@ impl Schematic {
     }
 }
 
-fn strings(items: &[String]) -> Node {
-    Node::Seq(items.iter().map(|s| Node::Str(s.clone())).collect())
+fn string(s: &str) -> Node {
+    Node::Scalar(Scalar::string(s))
 }
 
-/// Overlay options as go-yaml writes a `map[string]any`: keys sorted, values as decoded.
-fn node_of(v: &Value) -> Node {
-    match v {
-        Value::Null => Node::Null,
-        Value::Bool(b) => Node::Bool(*b),
-        Value::Number(n) => match n.as_i64() {
-            Some(i) => Node::Int(i),
-            None => Node::Float(n.as_f64().unwrap_or_default()),
-        },
-        Value::String(s) => Node::Str(s.clone()),
-        Value::Array(items) => Node::Seq(items.iter().map(node_of).collect()),
-        Value::Object(m) => {
-            let mut keys: Vec<&String> = m.keys().collect();
-            keys.sort();
-            Node::Map(
-                keys.into_iter()
-                    .map(|k| (k.clone(), node_of(&m[k])))
-                    .collect(),
-            )
-        }
-    }
+/// A number or boolean, written as Go writes it.
+fn number(v: impl std::fmt::Display) -> Node {
+    Node::Scalar(Scalar::plain(v.to_string()))
+}
+
+fn strings(items: &[String]) -> Node {
+    Node::Seq(items.iter().map(|s| string(s)).collect())
 }
 
 #[cfg(test)]

@@ -8,8 +8,8 @@
 //! Overview: [`Bundle`] reads, validates, writes and generates `secrets.yaml`; [`pki`] issues
 //! admin, client, server and maintenance certificates and inspects certificates ([`CertInfo`]);
 //! [`talosconfig`] reads and writes the client file and decides when its identity needs renewal;
-//! [`secret_strings`] lists what an output masker must hide; [`yaml`] holds go-yaml's rules for
-//! writing a string scalar, which the config crate's encoder shares. Certificates are
+//! [`secret_strings`] lists what an output masker must hide; [`yaml`] parses, and writes
+//! through go-yaml's rules (`ferro_talos_goyaml`, which the config crate shares). Certificates are
 //! DER-encoded by this crate in Go's layout (rcgen's builder cannot express Talos's subjects and
 //! extension order); rcgen on aws-lc-rs provides the keys and signatures. ring must never be
 //! linked.

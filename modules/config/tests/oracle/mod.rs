@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 /// The release whose talosctl renders a contract's configs as the collection does: 1.14.1 for
 /// 1.14, and the newest 1.13 (v1.13.9) for 1.11 to 1.13. (talosctl 1.14.1 renders the older
 /// contracts too, but its YAML library single-quotes `off` and the like, where 1.13.9 double-quotes:
-/// `ferro_talos_secrets::yaml::quoted_for_yaml_1_1`.)
+/// `ferro_talos_goyaml::quoted_for_yaml_1_1`.)
 pub fn releases_for(contract: Contract) -> &'static [Release] {
     if contract.greater_than(1, 13) {
         &[Release::V1_14_1]
