@@ -1,17 +1,14 @@
-//! One HTTP/1.1 request per connection to a factory: plain HTTP (a factory on a private network,
-//! or the tests' own) or HTTPS over rustls with the system's roots, or a CA file for a factory
-//! behind a private CA.
+//! A factory's endpoint: its URL checked once, plain HTTP (a factory on a private network, or the
+//! tests' own) or HTTPS with the system's roots or a CA file for a factory behind a private CA,
+//! its credentials and timeout. Each request is one connection (`ferro_talos_oneshot`).
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper_util::rt::TokioIo;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName};
-use tokio::net::TcpStream;
+use ferro_talos_oneshot::Target;
+use rustls::pki_types::ServerName;
 
 use crate::error::{FactoryError, FactoryErrorKind};
 
@@ -19,9 +16,7 @@ use crate::error::{FactoryError, FactoryErrorKind};
 #[derive(Clone)]
 pub struct Endpoint {
     pub base: String,
-    host: String,
-    port: u16,
-    tls: Option<(ServerName<'static>, Arc<rustls::ClientConfig>)>,
+    target: Target,
     timeout: Duration,
     /// The `Authorization` header's value, if any. A secret: never in a message.
     authorization: Option<String>,
@@ -71,21 +66,19 @@ impl Endpoint {
             .trim_matches(|c| c == '[' || c == ']')
             .to_string();
         let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
-        let tls = if https {
+        let target = if https {
             let name = ServerName::try_from(host.clone()).map_err(|_| {
                 config_error(format!(
                     "{host} is not a host name a certificate can be checked against"
                 ))
             })?;
-            Some((name, Arc::new(tls_config(ca_file)?)))
+            Target::tls(&host, port, name, Arc::new(tls_config(ca_file)?))
         } else {
-            None
+            Target::plain(&host, port)
         };
         Ok(Endpoint {
             base,
-            host,
-            port,
-            tls,
+            target,
             timeout,
             authorization: None,
         })
@@ -134,98 +127,57 @@ impl Endpoint {
         path: &str,
         body: Option<Vec<u8>>,
     ) -> Result<Answer, String> {
-        let tcp = TcpStream::connect((self.host.as_str(), self.port))
-            .await
-            .map_err(|e| format!("connect: {e}"))?;
-        let _ = tcp.set_nodelay(true);
-        let authority = if self.host.contains(':') {
-            format!("[{}]:{}", self.host, self.port)
-        } else {
-            format!("{}:{}", self.host, self.port)
-        };
         let mut request = http::Request::builder()
             .method(method)
             .uri(path)
-            .header(http::header::HOST, authority)
             .header(http::header::USER_AGENT, "ferro.talos");
         if body.is_some() {
             request = request.header(http::header::CONTENT_TYPE, "application/yaml");
         }
         if let Some(value) = &self.authorization {
+            let mut value = http::HeaderValue::from_str(value)
+                .map_err(|_| "the credentials are not a header value".to_string())?;
+            value.set_sensitive(true);
             request = request.header(http::header::AUTHORIZATION, value);
         }
         let request = request
-            .body(Full::new(Bytes::from(body.unwrap_or_default())))
+            .body(body.unwrap_or_default())
             .map_err(|e| format!("the request: {e}"))?;
-        match &self.tls {
-            Some((name, config)) => {
-                let tls = tokio_rustls::TlsConnector::from(config.clone())
-                    .connect(name.clone(), tcp)
-                    .await
-                    .map_err(|e| format!("TLS handshake: {e}"))?;
-                round_trip(TokioIo::new(tls), request).await
-            }
-            None => round_trip(TokioIo::new(tcp), request).await,
-        }
+        let (status, body) = self
+            .target
+            .exchange(request, self.timeout)
+            .await
+            .map_err(|failure| failure.to_string())?;
+        Ok(Answer {
+            status: status.as_u16(),
+            body,
+        })
     }
 }
 
-async fn round_trip<T>(io: T, request: http::Request<Full<Bytes>>) -> Result<Answer, String>
-where
-    T: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
-{
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(io)
-        .await
-        .map_err(|e| format!("HTTP: {e}"))?;
-    let driver = tokio::spawn(conn);
-    let answer = sender
-        .send_request(request)
-        .await
-        .map_err(|e| format!("request: {e}"))?;
-    let status = answer.status().as_u16();
-    let body = answer
-        .into_body()
-        .collect()
-        .await
-        .map_err(|e| format!("reading the answer: {e}"))?
-        .to_bytes();
-    driver.abort();
-    Ok(Answer { status, body })
-}
-
 fn tls_config(ca_file: Option<&Path>) -> Result<rustls::ClientConfig, FactoryError> {
-    let mut roots = rustls::RootCertStore::empty();
-    match ca_file {
+    let roots = match ca_file {
         Some(path) => {
             let pem = std::fs::read(path).map_err(|e| {
                 config_error(format!("ca_file {}: cannot read it ({e})", path.display()))
             })?;
-            for der in CertificateDer::pem_slice_iter(&pem) {
-                let der = der
-                    .map_err(|_| config_error(format!("ca_file {} is not PEM", path.display())))?;
-                roots
-                    .add(der)
-                    .map_err(|e| config_error(format!("ca_file {}: {e}", path.display())))?;
-            }
+            ferro_talos_oneshot::roots_from_pem(&pem)
+                .map_err(|e| config_error(format!("ca_file {}: {e}", path.display())))?
         }
         None => {
-            let found = rustls_native_certs::load_native_certs();
-            for der in found.certs {
+            let mut roots = rustls::RootCertStore::empty();
+            for der in rustls_native_certs::load_native_certs().certs {
                 let _ = roots.add(der);
             }
+            if roots.is_empty() {
+                return Err(config_error(
+                    "no certificate authority to check the factory's certificate against: the \
+                     system has none (install ca-certificates) and ca_file is not set"
+                        .into(),
+                ));
+            }
+            roots
         }
-    }
-    if roots.is_empty() {
-        return Err(config_error(
-            "no certificate authority to check the factory's certificate against: the system has none \
-             (install ca-certificates) and ca_file is not set"
-                .into(),
-        ));
-    }
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    Ok(rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| config_error(format!("TLS: {e}")))?
-        .with_root_certificates(roots)
-        .with_no_client_auth())
+    };
+    ferro_talos_oneshot::client_config(roots, None).map_err(|e| config_error(format!("TLS: {e}")))
 }

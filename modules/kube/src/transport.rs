@@ -1,5 +1,5 @@
-//! HTTPS to the API server: one HTTP/1.1 request per TLS connection, over rustls with the
-//! cluster's CA as the only root and the kubeconfig's client certificate (or bearer token).
+//! HTTPS to the API server: one HTTP/1.1 request per TLS connection (`ferro_talos_oneshot`), with
+//! the cluster's CA as the only root and the kubeconfig's client certificate (or bearer token).
 //!
 //! kube's own client (its `client` feature: a hyper/tower stack with JSONPath, regex and auth
 //! plugins) would add about 4 MiB to the one program every module is; the requests a drain makes
@@ -9,14 +9,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper_util::rt::TokioIo;
+use ferro_talos_oneshot::{ClientIdentity, IdentityError, Target, TlsSetupError};
 use kube::core::Status;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::pki_types::ServerName;
 use serde::de::DeserializeOwned;
-use tokio::net::TcpStream;
 
 use crate::kubeconfig::Login;
 
@@ -44,15 +40,8 @@ impl RequestError {
 /// Where and how to reach one API server.
 #[derive(Clone)]
 pub struct Transport {
-    host: String,
-    port: u16,
-    server_name: ServerName<'static>,
-    tls: Arc<rustls::ClientConfig>,
+    target: Target,
     authorization: Option<String>,
-}
-
-fn provider() -> Arc<rustls::crypto::CryptoProvider> {
-    Arc::new(rustls::crypto::aws_lc_rs::default_provider())
 }
 
 impl Transport {
@@ -79,40 +68,27 @@ impl Transport {
         let server_name = ServerName::try_from(name.clone()).map_err(|_| {
             format!("{name} is not a host name or address a certificate can be checked against")
         })?;
-        let mut roots = rustls::RootCertStore::empty();
-        for der in CertificateDer::pem_slice_iter(&login.ca_pem) {
-            let der =
-                der.map_err(|_| "the cluster's certificate authority is not PEM".to_string())?;
-            roots
-                .add(der)
-                .map_err(|e| format!("the cluster's certificate authority: {e}"))?;
-        }
-        if roots.is_empty() {
-            return Err("the cluster's certificate authority holds no certificate".into());
-        }
-        let builder = rustls::ClientConfig::builder_with_provider(provider())
-            .with_safe_default_protocol_versions()
-            .map_err(|e| format!("TLS: {e}"))?
-            .with_root_certificates(roots);
-        let mut tls = match &login.client_identity {
-            Some((cert, key)) => {
-                let chain = CertificateDer::pem_slice_iter(cert)
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(|_| "the client certificate is not PEM".to_string())?;
-                let key = PrivateKeyDer::from_pem_slice(key)
-                    .map_err(|_| "the client key is not a PEM private key".to_string())?;
-                builder
-                    .with_client_auth_cert(chain, key)
-                    .map_err(|e| format!("the client certificate and key: {e}"))?
+        let roots = ferro_talos_oneshot::roots_from_pem(&login.ca_pem).map_err(|e| match e {
+            TlsSetupError::NotPem => "the cluster's certificate authority is not PEM".to_string(),
+            TlsSetupError::NoCertificate => {
+                "the cluster's certificate authority holds no certificate".to_string()
             }
-            None => builder.with_no_client_auth(),
-        };
-        tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+            TlsSetupError::Rustls(e) => format!("the cluster's certificate authority: {e}"),
+        })?;
+        let identity = login
+            .client_identity
+            .as_ref()
+            .map(|(cert, key)| ClientIdentity {
+                certificate_pem: cert,
+                key_pem: key,
+            });
+        let tls = ferro_talos_oneshot::client_config(roots, identity).map_err(|e| match e {
+            IdentityError::CertificateNotPem => "the client certificate is not PEM".to_string(),
+            IdentityError::KeyNotPem => "the client key is not a PEM private key".to_string(),
+            IdentityError::Refused(e) => format!("the client certificate and key: {e}"),
+        })?;
         Ok(Transport {
-            host,
-            port,
-            server_name,
-            tls: Arc::new(tls),
+            target: Target::tls(&host, port, server_name, Arc::new(tls)),
             authorization: login.token.as_ref().map(|t| format!("Bearer {t}")),
         })
     }
@@ -151,63 +127,21 @@ impl Transport {
     async fn exchange(
         &self,
         req: http::Request<Vec<u8>>,
-    ) -> Result<(http::StatusCode, Bytes), RequestError> {
-        let transport =
-            |what: &str, e: &dyn std::fmt::Display| RequestError::Transport(format!("{what}: {e}"));
-        let tcp = tokio::time::timeout(
-            CONNECT_TIMEOUT,
-            TcpStream::connect((self.host.as_str(), self.port)),
-        )
-        .await
-        .map_err(|_| {
-            RequestError::Transport(format!(
-                "connect: no answer within {}s",
-                CONNECT_TIMEOUT.as_secs()
-            ))
-        })?
-        .map_err(|e| transport("connect", &e))?;
-        let _ = tcp.set_nodelay(true);
-        let tls = tokio_rustls::TlsConnector::from(self.tls.clone())
-            .connect(self.server_name.clone(), tcp)
-            .await
-            .map_err(|e| transport("TLS handshake", &e))?;
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
-            .await
-            .map_err(|e| transport("HTTP", &e))?;
-        let driver = tokio::spawn(conn);
+    ) -> Result<(http::StatusCode, bytes::Bytes), RequestError> {
         let (mut parts, body) = req.into_parts();
-        let authority = if self.host.contains(':') {
-            format!("[{}]:{}", self.host, self.port)
-        } else {
-            format!("{}:{}", self.host, self.port)
-        };
-        parts.headers.insert(
-            http::header::HOST,
-            http::HeaderValue::from_str(&authority).map_err(|e| transport("host header", &e))?,
-        );
         parts.headers.insert(
             http::header::ACCEPT,
             http::HeaderValue::from_static("application/json"),
         );
         if let Some(a) = &self.authorization {
             let mut value = http::HeaderValue::from_str(a)
-                .map_err(|_| transport("token", &"not a header value"))?;
+                .map_err(|_| RequestError::Transport("token: not a header value".to_string()))?;
             value.set_sensitive(true);
             parts.headers.insert(http::header::AUTHORIZATION, value);
         }
-        let request = http::Request::from_parts(parts, Full::new(Bytes::from(body)));
-        let answer = sender
-            .send_request(request)
+        self.target
+            .exchange(http::Request::from_parts(parts, body), CONNECT_TIMEOUT)
             .await
-            .map_err(|e| transport("request", &e))?;
-        let status = answer.status();
-        let body = answer
-            .into_body()
-            .collect()
-            .await
-            .map_err(|e| transport("reading the answer", &e))?
-            .to_bytes();
-        driver.abort();
-        Ok((status, body))
+            .map_err(|failure| RequestError::Transport(failure.to_string()))
     }
 }
