@@ -5,13 +5,14 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::failure::OrFail;
 use ferro_ansible_protocol::{Context, ModuleError, Opt, Params, Spec, Type};
 use ferro_talos_client::{
     ClientError, ConnectOptions, Credentials, ErrorKind, NodeMode, TalosClient, probe,
     read_talosconfig, select_context,
 };
 use ferro_talos_secrets::Bundle;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// Lifetime of an admin certificate derived in memory from the secrets bundle: long enough for
 /// one module run, short enough to be worthless if it ever leaked.
@@ -211,11 +212,10 @@ pub fn credentials(
     let Some(path) = path else {
         return Ok(None);
     };
-    let config = read_talosconfig(&path).map_err(|e| client_error(ctx, e))?;
-    let (_, context) =
-        select_context(&config, p.str("context")).map_err(|e| client_error(ctx, e))?;
+    let config = read_talosconfig(&path).or_fail()?;
+    let (_, context) = select_context(&config, p.str("context")).or_fail()?;
     ctx.mask(context.key.clone());
-    let creds = Credentials::from_context(context).map_err(|e| client_error(ctx, e))?;
+    let creds = Credentials::from_context(context).or_fail()?;
     ctx.mask(creds.key_pem.clone());
     Ok(Some((creds, CredentialSource::Talosconfig(path))))
 }
@@ -339,15 +339,6 @@ pub fn block_on<F: Future>(future: F) -> Result<F::Output, ModuleError> {
         .build()
         .map_err(|e| ModuleError::new(format!("cannot start the async runtime: {e}")))?;
     Ok(rt.block_on(future))
-}
-
-/// A client error as a module failure: the translated message plus `node` and `grpc_code`.
-pub fn client_error(_ctx: &Context, e: ClientError) -> ModuleError {
-    let mut err = ModuleError::new(e.to_string()).with("node", e.node.clone());
-    if let Some(code) = e.grpc_code {
-        err = err.with("grpc_code", json!(code));
-    }
-    err
 }
 
 #[cfg(test)]

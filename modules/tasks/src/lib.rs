@@ -8,6 +8,7 @@ pub mod catalog;
 mod config_shape;
 pub mod connection;
 mod etcd_members;
+pub mod failure;
 pub mod files;
 mod kube_access;
 mod kubernetes_config;

@@ -4,11 +4,12 @@
 
 use std::time::{Duration, Instant};
 
-use ferro_ansible_protocol::{Context, ModuleError};
+use ferro_ansible_protocol::ModuleError;
 use ferro_talos_client::proto::resource::runtime::MachineStage;
 use ferro_talos_client::{ConnectOptions, Credentials, ErrorKind, NodeMode, TalosClient, probe};
 
-use crate::connection::{self, Target, client_error};
+use crate::connection::{self, Target};
+use crate::failure::{OrFail, client_failure};
 
 /// How often a wait asks the node again.
 pub const POLL: Duration = Duration::from_millis(500);
@@ -31,7 +32,6 @@ pub enum Reached {
 /// PermissionDenied (`internal/app/machined/pkg/controllers/runtime/api_service_config.go`
 /// @ v1.13.9): that is said before anything is sent.
 pub async fn reach(
-    ctx: &Context,
     target: &Target,
     creds: &Credentials,
     opts: &ConnectOptions,
@@ -40,7 +40,7 @@ pub async fn reach(
     let mode = match connection::node_mode(target, Some(creds), opts).await {
         Ok(mode) => mode,
         Err(e) if e.kind == ErrorKind::Unreachable => return Ok(Reached::Down(e.to_string())),
-        Err(e) => return Err(client_error(ctx, e)),
+        Err(e) => return Err(client_failure(e)),
     };
     match mode {
         NodeMode::Maintenance => Err(ModuleError::new(format!(
@@ -57,19 +57,18 @@ pub async fn reach(
         NodeMode::Configured => connection::connect(target, creds, opts.clone())
             .await
             .map(|client| Reached::Configured(Box::new(client)))
-            .map_err(|e| client_error(ctx, e)),
+            .or_fail(),
     }
 }
 
 /// Like [`reach`], for an action that needs the node up: a node that does not answer fails.
 pub async fn configured_client(
-    ctx: &Context,
     target: &Target,
     creds: &Credentials,
     opts: &ConnectOptions,
     action: &str,
 ) -> Result<TalosClient, ModuleError> {
-    match reach(ctx, target, creds, opts, action).await? {
+    match reach(target, creds, opts, action).await? {
         Reached::Configured(client) => Ok(*client),
         Reached::Down(why) => Err(ModuleError::new(format!(
             "node {} does not answer ({why}); nothing was sent: check that it is powered on and that \

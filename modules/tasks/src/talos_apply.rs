@@ -10,7 +10,8 @@ use ferro_talos_client::{
 use ferro_talos_config::{MachineConfig, diff, live, redact, risk};
 use serde_json::{Value, json};
 
-use crate::connection::{self, Target, client_error, with_connection_options};
+use crate::connection::{self, Target, with_connection_options};
+use crate::failure::{OrFail, client_failure};
 use crate::files::read_file_or_content;
 use crate::render;
 use crate::sha256_hex;
@@ -200,7 +201,7 @@ async fn apply(
         "never" => NodeMode::Configured,
         _ => connection::node_mode(&req.target, creds.as_ref(), &opts)
             .await
-            .map_err(|e| client_error(ctx, e))?,
+            .or_fail()?,
     };
     match node_mode {
         NodeMode::Maintenance => apply_first(ctx, req, creds.as_ref(), opts).await,
@@ -264,7 +265,7 @@ async fn apply_first(
     }
     let client = TalosClient::connect_maintenance(req.target.maintenance_address(), opts.clone())
         .await
-        .map_err(|e| client_error(ctx, e))?;
+        .or_fail()?;
     let reply = client
         .apply_configuration(
             req.text.as_bytes(),
@@ -273,7 +274,7 @@ async fn apply_first(
             Some(req.try_timeout),
         )
         .await
-        .map_err(|e| client_error(ctx, e))?;
+        .or_fail()?;
     for w in &reply.warnings {
         ctx.warn(format!("{}: {w}", req.target.node));
     }
@@ -289,7 +290,7 @@ async fn apply_first(
         );
         return Ok(result.msg(format!("applied the first config to {}", req.target.node)));
     };
-    let first = verify_first_boot(ctx, req, creds).await?;
+    let first = verify_first_boot(req, creds).await?;
     let how = if first.install_reboot {
         "it installed Talos, rebooted and runs"
     } else {
@@ -320,21 +321,14 @@ async fn apply_configured(
 ) -> Result<ModuleResult, ModuleError> {
     let client = connection::connect(&req.target, creds, opts)
         .await
-        .map_err(|e| client_error(ctx, e))?;
-    let live_bytes = client
-        .get_machine_config()
-        .await
-        .map_err(|e| client_error(ctx, e))?;
+        .or_fail()?;
+    let live_bytes = client.get_machine_config().await.or_fail()?;
     let live = node_config(ctx, req, &live_bytes, "current")?;
     check_machine_type(req, &live)?;
     // What the next boot loads: the `persistent` MachineConfig, ahead of the running one after a
     // staged apply and behind it while a try runs (pkg/machinery/resources/config/machine_config.go
     // at v1.13.9). Without one, the running config is what is kept.
-    let next_boot = match client
-        .get_persistent_machine_config()
-        .await
-        .map_err(|e| client_error(ctx, e))?
-    {
+    let next_boot = match client.get_persistent_machine_config().await.or_fail()? {
         Some(bytes) => node_config(ctx, req, &bytes, "persistent")?,
         None => live.clone(),
     };
@@ -368,7 +362,7 @@ async fn apply_configured(
                 Some(req.try_timeout),
             )
             .await
-            .map_err(|e| apply_error(ctx, req, e))?;
+            .map_err(|e| apply_error(req, e))?;
         let (result, pending) = pending_until_reboot(result, reboot_required, reply.mode());
         let resolved = mode_label(reply.mode());
         // The dry-run text carries Talos's own, unmasked diff: keep only its summary line.
@@ -395,7 +389,7 @@ async fn apply_configured(
             Some(req.try_timeout),
         )
         .await
-        .map_err(|e| apply_error(ctx, req, e))?;
+        .map_err(|e| apply_error(req, e))?;
     for w in &reply.warnings {
         ctx.warn(format!("{}: {w}", req.target.node));
     }
@@ -416,7 +410,7 @@ async fn apply_configured(
             req.try_timeout.as_secs()
         ),
         ApplyMode::Reboot if req.wait => {
-            verify_back(ctx, req, creds, old_boot_id.as_deref()).await?;
+            verify_back(req, creds, old_boot_id.as_deref()).await?;
             format!(
                 "applied the config to {} with a reboot; it is back on {} with that config",
                 req.target.node, req.expected_address
@@ -427,7 +421,7 @@ async fn apply_configured(
             req.target.node
         ),
         _ => {
-            verify_live(ctx, &client, req).await?;
+            verify_live(&client, req).await?;
             format!(
                 "applied the config to {} without a reboot{pending}",
                 req.target.node
@@ -508,9 +502,9 @@ fn already_done(req: &Request, runs: bool, kept: bool) -> Option<String> {
 /// A configured node's refusal of an apply. Talos 1.14 answers `mode: reboot` with Unimplemented
 /// (`the REBOOT mode is not supported, …`, ApplyConfiguration in v1alpha1_server.go @ v1.14.1):
 /// say which mode and which module do what was asked.
-fn apply_error(ctx: &Context, req: &Request, e: ClientError) -> ModuleError {
+fn apply_error(req: &Request, e: ClientError) -> ModuleError {
     let reboot_gone = req.mode == ApplyMode::Reboot && e.kind == ErrorKind::Unimplemented;
-    let mut err = client_error(ctx, e);
+    let mut err = client_failure(e);
     if reboot_gone {
         err.msg.push_str(
             "; Talos 1.14 applies no config with a reboot: set mode: auto (the change then waits \
@@ -547,11 +541,7 @@ fn pending_until_reboot(
 /// After a first config: wait until the node runs it (MachineStatus RUNNING, or BOOTING while
 /// its etcd waits: `wait_until_running`) on `expected_address`, then check that it runs the
 /// config we sent. How it came up (the install reboot, waiting for etcd) is returned.
-async fn verify_first_boot(
-    ctx: &mut Context,
-    req: &Request,
-    creds: &Credentials,
-) -> Result<FirstBoot, ModuleError> {
+async fn verify_first_boot(req: &Request, creds: &Credentials) -> Result<FirstBoot, ModuleError> {
     let started = Instant::now();
     let (endpoint, node) = back_on(req);
     let first = wait_until_running(
@@ -563,7 +553,7 @@ async fn verify_first_boot(
     )
     .await
     .map_err(|e| not_back(req, e))?;
-    verify_live_on(ctx, req, creds, &endpoint, started).await?;
+    verify_live_on(req, creds, &endpoint, started).await?;
     Ok(first)
 }
 
@@ -601,7 +591,6 @@ fn not_back(req: &Request, e: ferro_talos_client::ClientError) -> ModuleError {
 
 /// Connects to the node where it came back and checks it runs the config we sent.
 async fn verify_live_on(
-    ctx: &mut Context,
     req: &Request,
     creds: &Credentials,
     endpoint: &str,
@@ -619,17 +608,14 @@ async fn verify_live_on(
         call_timeout: left.min(Duration::from_secs(30)),
         ..ConnectOptions::default()
     };
-    let client = connection::connect(&target, creds, opts)
-        .await
-        .map_err(|e| client_error(ctx, e))?;
-    verify_live(ctx, &client, req).await
+    let client = connection::connect(&target, creds, opts).await.or_fail()?;
+    verify_live(&client, req).await
 }
 
 /// After a reboot: wait until the node answers on `expected_address` with mutual TLS, then check
 /// that it runs the config we sent. A node that does not come back there fails the task with
 /// both addresses named.
 async fn verify_back(
-    ctx: &mut Context,
     req: &Request,
     creds: &Credentials,
     old_boot_id: Option<&str>,
@@ -646,19 +632,12 @@ async fn verify_back(
     )
     .await
     .map_err(|e| not_back(req, e))?;
-    verify_live_on(ctx, req, creds, &endpoint, started).await
+    verify_live_on(req, creds, &endpoint, started).await
 }
 
 /// Reads the config back and fails when the node does not run what we sent.
-async fn verify_live(
-    ctx: &mut Context,
-    client: &TalosClient,
-    req: &Request,
-) -> Result<(), ModuleError> {
-    let live = client
-        .get_machine_config()
-        .await
-        .map_err(|e| client_error(ctx, e))?;
+async fn verify_live(client: &TalosClient, req: &Request) -> Result<(), ModuleError> {
+    let live = client.get_machine_config().await.or_fail()?;
     let same = std::str::from_utf8(&live)
         .ok()
         .and_then(|t| MachineConfig::parse(t).ok())

@@ -6,8 +6,9 @@ use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Opt, Params, Sp
 use ferro_talos_client::{ConnectOptions, Credentials, ErrorKind, NodeMode, probe};
 use serde_json::json;
 
-use crate::connection::{self, Target, client_error, with_connection_options};
+use crate::connection::{self, Target, with_connection_options};
 use crate::etcd_members::{self, EtcdWait, Members};
+use crate::failure::{OrFail, client_failure};
 
 /// How long to wait before asking a node that was not ready to bootstrap again.
 const BOOTSTRAP_RETRY: Duration = Duration::from_millis(500);
@@ -52,9 +53,7 @@ async fn bootstrap(
     let result = ModuleResult::unchanged().with("node", target.node.clone());
     let Some(creds) = creds else {
         // Without credentials we can only tell maintenance mode from the rest.
-        let mode = probe(target.maintenance_address(), &opts)
-            .await
-            .map_err(|e| client_error(ctx, e))?;
+        let mode = probe(target.maintenance_address(), &opts).await.or_fail()?;
         if mode == NodeMode::Maintenance && ctx.check_mode {
             return Ok(maintenance_answer(result, target));
         }
@@ -143,7 +142,7 @@ async fn bootstrap(
     let deadline = Instant::now() + timeout;
     let client = connection::connect(target, &creds, opts.clone())
         .await
-        .map_err(|e| client_error(ctx, e))?;
+        .or_fail()?;
     loop {
         match client.bootstrap().await {
             Ok(()) => break,
@@ -171,7 +170,7 @@ async fn bootstrap(
                 ))
                 .with("node", target.node.clone()));
             }
-            Err(e) => return Err(client_error(ctx, e)),
+            Err(e) => return Err(client_failure(e)),
         }
     }
     if p.bool("wait") {

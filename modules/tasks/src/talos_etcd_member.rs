@@ -17,8 +17,9 @@ use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Opt, Params, Sp
 use ferro_talos_client::proto::machine::EtcdMember;
 use serde_json::{Value, json};
 
-use crate::connection::{self, Target, client_error, with_connection_options};
+use crate::connection::{self, Target, with_connection_options};
 use crate::etcd_members;
+use crate::failure::{OrFail, client_failure};
 use crate::node_power;
 
 /// How a member goes.
@@ -68,12 +69,8 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
     let opts = connection::connect_options(p, Duration::from_secs(30))?;
     connection::block_on(async {
         let node = target.node.clone();
-        let client =
-            node_power::configured_client(ctx, &target, &creds, &opts, "etcd's API").await?;
-        let members = client
-            .etcd_member_list()
-            .await
-            .map_err(|e| client_error(ctx, e))?;
+        let client = node_power::configured_client(&target, &creds, &opts, "etcd's API").await?;
+        let members = client.etcd_member_list().await.or_fail()?;
         let result = ModuleResult::unchanged().with("node", node.clone());
         let Some(found) = find(&members, &wanted).cloned() else {
             let names: Vec<String> = members.iter().map(etcd_members::label).collect();
@@ -126,27 +123,21 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
                 let member_node = Target::for_node(p, &host, "member")?;
                 let member_client = connection::connect(&member_node, &creds, opts.clone())
                     .await
-                    .map_err(|e| client_error(ctx, e))?;
+                    .or_fail()?;
                 member_client
                     .etcd_leave_cluster(timeout)
                     .await
-                    .map_err(|e| leave_failed(ctx, &host, &node, timeout, e))?;
+                    .map_err(|e| leave_failed(&host, &node, timeout, e))?;
                 ctx.warn(format!(
                     "{host} left etcd; as a control plane it joins again at its next boot: reset it \
                      (ferro.talos.talos_reset) to take it out of the cluster"
                 ));
             }
             Method::RemoveById => {
-                client
-                    .etcd_remove_member_by_id(found.id)
-                    .await
-                    .map_err(|e| client_error(ctx, e))?;
+                client.etcd_remove_member_by_id(found.id).await.or_fail()?;
             }
         }
-        let after = client
-            .etcd_member_list()
-            .await
-            .map_err(|e| client_error(ctx, e))?;
+        let after = client.etcd_member_list().await.or_fail()?;
         if after.iter().any(|m| m.id == found.id) {
             return Err(ModuleError::new(format!(
                 "etcd member {name} was asked to go, but {node} still lists it; run the task again, \
@@ -163,14 +154,13 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
 
 /// A failed leave, said for the user; a deadline that passed is the task's `timeout`.
 fn leave_failed(
-    ctx: &Context,
     host: &str,
     node: &str,
     timeout: Duration,
     e: ferro_talos_client::ClientError,
 ) -> ModuleError {
     if e.kind != ferro_talos_client::ErrorKind::Timeout {
-        return client_error(ctx, e.during(format!("{host} leave etcd")));
+        return client_failure(e.during(format!("{host} leave etcd")));
     }
     ModuleError::new(format!(
         "node {host}: leaving etcd did not finish within the task's timeout of {}s ({}); Talos \

@@ -25,8 +25,9 @@ use ferro_talos_client::{Credentials, ErrorKind};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use crate::connection::{self, Target, client_error, with_connection_options};
+use crate::connection::{self, Target, with_connection_options};
 use crate::etcd_members::{self, EtcdWait, Members};
+use crate::failure::{OrFail, client_failure};
 
 /// bbolt's meta page magic, at offset 16 of the file (etcd's backend is a bbolt database).
 const BBOLT_MAGIC: u32 = 0xED0C_DAED;
@@ -223,7 +224,7 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
             file,
             size: checked.size,
         };
-        recover(ctx, &target, &creds, &opts, snapshot, skip, deadline).await?;
+        recover(&target, &creds, &opts, snapshot, skip, deadline).await?;
         if p.bool("wait") {
             wait_running(&target, &creds, &opts, deadline).await?;
         }
@@ -279,7 +280,6 @@ impl<R: Read> Read for Counted<R> {
 }
 
 async fn recover(
-    ctx: &Context,
     target: &Target,
     creds: &Credentials,
     opts: &ferro_talos_client::ConnectOptions,
@@ -289,7 +289,7 @@ async fn recover(
 ) -> Result<(), ModuleError> {
     let client = connection::connect(target, creds, opts.clone())
         .await
-        .map_err(|e| client_error(ctx, e))?;
+        .or_fail()?;
     let size = snapshot.size;
     let read = Arc::new(AtomicU64::new(0));
     let file = Counted {
@@ -299,7 +299,7 @@ async fn recover(
     let sent = client
         .etcd_recover(file, deadline.left())
         .await
-        .map_err(|e| upload_failed(ctx, target, (size, read.load(Relaxed)), deadline, e))?;
+        .map_err(|e| upload_failed(target, (size, read.load(Relaxed)), deadline, e))?;
     if sent != size {
         return Err(ModuleError::new(format!(
             "the snapshot changed while it was uploaded to {} ({size} bytes checked, {sent} sent); \
@@ -324,21 +324,20 @@ async fn recover(
             Err(e) if e.kind == ErrorKind::NotReady && !deadline.passed() => {
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
-            Err(e) => return Err(client_error(ctx, e)),
+            Err(e) => return Err(client_failure(e)),
         }
     }
 }
 
 /// A failed upload, said for the user; a deadline that passed is the task's `timeout`.
 fn upload_failed(
-    ctx: &Context,
     target: &Target,
     (size, read): (u64, u64),
     deadline: Deadline,
     e: ferro_talos_client::ClientError,
 ) -> ModuleError {
     if e.kind != ErrorKind::Timeout {
-        return client_error(ctx, e);
+        return client_failure(e);
     }
     ModuleError::new(format!(
         "node {}: the upload of the {} snapshot did not finish within the task's timeout of {}s \

@@ -6,7 +6,8 @@ use anyhow::anyhow;
 use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Opt, Params, Spec};
 use sha2::Digest;
 
-use crate::connection::{self, Target, client_error, with_connection_options};
+use crate::connection::{self, Target, with_connection_options};
+use crate::failure::{OrFail, client_failure};
 use crate::files::{SECRET_MODE, write_atomic_with};
 
 pub fn spec() -> Spec {
@@ -45,7 +46,7 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
         .map_err(|e| ModuleError::new(format!("cannot start the async runtime: {e}")))?;
     let client = rt
         .block_on(connection::connect(&target, &creds, opts))
-        .map_err(|e| client_error(ctx, e))?;
+        .or_fail()?;
     // The snapshot holds every Kubernetes Secret: it is streamed into a 0600 temporary file and
     // only renamed into place once complete.
     let mut failure = None;
@@ -65,7 +66,7 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
     });
     let (size, sha) = match (written, failure) {
         (Ok(v), _) => v,
-        (Err(_), Some(e)) => return Err(client_error(ctx, e)),
+        (Err(_), Some(e)) => return Err(client_failure(e)),
         (Err(e), None) => return Err(ModuleError::new(format!("{e:#}"))),
     };
     if size == 0 {

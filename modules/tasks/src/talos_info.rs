@@ -11,10 +11,9 @@ use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Params, Spec};
 use ferro_talos_client::{ClientError, ConnectOptions, Credentials, NodeMode, TalosClient, probe};
 use serde_json::{Value, json};
 
-use crate::connection::{
-    self, CredentialSource, Target, client_error, with_connection_options_for_nodes,
-};
+use crate::connection::{self, CredentialSource, Target, with_connection_options_for_nodes};
 use crate::etcd_members::Members;
+use crate::failure::OrFail;
 use crate::sha256_hex;
 
 /// How many nodes are read at the same time: enough for a large homelab in one round, few enough
@@ -37,8 +36,7 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
         return run_many(targets, creds, opts);
     }
     let target = Target::from_params(p)?;
-    let facts = connection::block_on(read(&target, creds.as_ref(), &opts))?
-        .map_err(|e| client_error(ctx, e))?;
+    let facts = connection::block_on(read(&target, creds.as_ref(), &opts))?.or_fail()?;
     let msg = format!(
         "{} is {} and runs Talos {}",
         target.node,

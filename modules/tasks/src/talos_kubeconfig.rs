@@ -13,7 +13,8 @@ use ferro_talos_secrets::CertInfo;
 use serde_json::Value;
 use time::OffsetDateTime;
 
-use crate::connection::{self, Target, client_error, with_connection_options};
+use crate::connection::{self, Target, with_connection_options};
+use crate::failure::client_failure;
 use crate::files::{SECRET_MODE, read_optional, write_atomic};
 
 pub fn spec() -> Spec {
@@ -42,7 +43,7 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
     })?
     .map_err(|e| {
         let unimplemented = e.kind == ErrorKind::Unimplemented;
-        let err = client_error(ctx, e.clone());
+        let err = client_failure(e.clone());
         if unimplemented && e.message.contains("control plane") {
             ModuleError::new(format!(
                 "{}: kubeconfig is only available on control plane nodes; set node to a control plane",

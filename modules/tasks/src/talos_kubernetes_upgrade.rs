@@ -30,6 +30,7 @@ use semver::Version;
 use serde_json::{Value, json};
 
 use crate::connection::{self, Target, with_connection_options};
+use crate::failure::{OrFail, client_failure};
 use crate::kube_access::KubeCredentials;
 use crate::kubernetes_config::{Section, cluster_endpoint};
 use crate::kubernetes_manifests::{self, ManifestSettings, ProxyImage};
@@ -108,21 +109,26 @@ impl Step {
     }
 }
 
-/// One node as read before anything moves.
-struct NodeView {
+/// What the plan and the checks read of one node: plain data, so they are tested without one.
+struct NodeFacts {
     address: String,
-    /// The name its kubelet registers (COSI `k8s/Nodename`); None when Talos does not say.
-    node_name: Option<String>,
     control_plane: bool,
-    client: TalosClient,
     talos: Version,
     config: MachineConfig,
     components: Vec<Component>,
 }
 
+/// One node as read before anything moves.
+struct NodeView {
+    facts: NodeFacts,
+    /// The name its kubelet registers (COSI `k8s/Nodename`); None when Talos does not say.
+    node_name: Option<String>,
+    client: TalosClient,
+}
+
 /// The ordered steps: every static pod component across all control planes, kube-proxy, then
 /// the kubelets (control planes first, as the nodes are listed).
-fn plan(nodes: &[NodeView], target: &Version, kubelets: bool) -> Vec<Step> {
+fn plan(nodes: &[&NodeFacts], target: &Version, kubelets: bool) -> Vec<Step> {
     let mut phases: Vec<Phase> = StaticPodComponent::ALL
         .into_iter()
         .map(Phase::StaticPod)
@@ -148,7 +154,7 @@ fn plan(nodes: &[NodeView], target: &Version, kubelets: bool) -> Vec<Step> {
 }
 
 /// The checks of step 1, all of them, so one run names every problem.
-fn check(nodes: &[NodeView], target: &Version) -> Result<(), String> {
+fn check(nodes: &[&NodeFacts], target: &Version) -> Result<(), String> {
     let mut problems = Vec::new();
     for n in nodes {
         if let Some(Err(why)) = kubernetes_supported(&n.talos, target) {
@@ -171,7 +177,7 @@ fn check(nodes: &[NodeView], target: &Version) -> Result<(), String> {
 
 /// Removed feature gates, flags and admission plugins still set, for each minor move a node's
 /// components make.
-fn removed_in_use(nodes: &[NodeView], target: &Version) -> Vec<InUse> {
+fn removed_in_use(nodes: &[&NodeFacts], target: &Version) -> Vec<InUse> {
     let mut out = Vec::new();
     for n in nodes {
         let Some(from) = n.components.iter().map(|c| c.version.minor).min() else {
@@ -231,7 +237,7 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
         }
         let entry = connection::connect(&first, &creds, opts.clone())
             .await
-            .map_err(|e| ModuleError::new(e.to_string()))?;
+            .or_fail()?;
         let mut upgrade = Upgrade {
             settings: &settings,
             nodes,
@@ -334,9 +340,8 @@ async fn read_node(
     opts: ferro_talos_client::ConnectOptions,
     control_plane: bool,
 ) -> Result<NodeView, ModuleError> {
-    let fail = |e: ferro_talos_client::ClientError| ModuleError::new(e.to_string());
-    let client = connection::connect(t, creds, opts).await.map_err(fail)?;
-    let version = client.version().await.map_err(fail)?;
+    let client = connection::connect(t, creds, opts).await.or_fail()?;
+    let version = client.version().await.or_fail()?;
     let tag = version.version.map(|v| v.tag).unwrap_or_default();
     let talos = parse_version(&tag).map_err(|_| {
         ModuleError::new(format!(
@@ -368,19 +373,21 @@ async fn read_node(
     // Older nodes may not serve it: the pod and the Node are then found by address.
     let node_name = client.nodename().await.ok().flatten();
     Ok(NodeView {
-        address: t.node.clone(),
+        facts: NodeFacts {
+            address: t.node.clone(),
+            control_plane,
+            talos,
+            config,
+            components,
+        },
         node_name,
-        control_plane,
         client,
-        talos,
-        config,
-        components,
     })
 }
 
 async fn read_config(client: &TalosClient, node: &str) -> Result<MachineConfig, ModuleError> {
     live_config::read(client).await.map_err(|e| match e {
-        ReadError::Client(e) => ModuleError::new(e.to_string()),
+        ReadError::Client(e) => client_failure(e),
         ReadError::Unusable(why) => ModuleError::new(format!(
             "{node}: cannot use the node's machine config: {why}"
         )),
@@ -406,14 +413,15 @@ type Planned = (Vec<(Step, &'static str)>, Version);
 impl Upgrade<'_> {
     async fn run(&mut self) -> Result<Planned, ModuleError> {
         let target = self.settings.target.clone();
-        check(&self.nodes, &target).map_err(ModuleError::new)?;
-        let steps = plan(&self.nodes, &target, self.settings.kubelets);
+        let facts: Vec<&NodeFacts> = self.nodes.iter().map(|n| &n.facts).collect();
+        check(&facts, &target).map_err(ModuleError::new)?;
+        let steps = plan(&facts, &target, self.settings.kubelets);
         let current = steps
             .iter()
             .map(|s| s.component.version.clone())
             .min()
             .unwrap_or_else(|| target.clone());
-        let in_use = removed_in_use(&self.nodes, &target);
+        let in_use = removed_in_use(&facts, &target);
         if !in_use.is_empty() {
             let items: Vec<String> = in_use
                 .iter()
@@ -486,12 +494,12 @@ impl Upgrade<'_> {
 
     /// The kube-proxy image the first control plane will render once its step has run.
     fn proxy_image(&self, steps: &[Step]) -> ProxyImage {
-        let first = self.nodes.iter().find(|n| n.control_plane);
+        let first = self.nodes.iter().find(|n| n.facts.control_plane);
         steps
             .iter()
             .find(|s| {
                 s.phase == Phase::KubeProxy
-                    && first.is_some_and(|n| n.address == s.node)
+                    && first.is_some_and(|n| n.facts.address == s.node)
                     && s.changes()
             })
             .map_or(ProxyImage::AsRendered, |s| {
@@ -512,11 +520,17 @@ impl Upgrade<'_> {
         let first = self
             .nodes
             .iter()
-            .find(|n| n.control_plane)
+            .find(|n| n.facts.control_plane)
             .ok_or_else(|| ModuleError::new("control_plane_nodes is empty"))?;
-        let report =
-            kubernetes_manifests::sync(kube, &first.client, &first.address, &settings, mode, proxy)
-                .await?;
+        let report = kubernetes_manifests::sync(
+            kube,
+            &first.client,
+            &first.facts.address,
+            &settings,
+            mode,
+            proxy,
+        )
+        .await?;
         for (object, why) in &report.not_pruned {
             self.warnings.push(format!(
                 "bootstrap manifests: {object} is no longer rendered by Talos but was not pruned: {why}"
@@ -529,7 +543,7 @@ impl Upgrade<'_> {
     fn node(&self, address: &str) -> &NodeView {
         self.nodes
             .iter()
-            .find(|n| n.address == address)
+            .find(|n| n.facts.address == address)
             .expect("every step's node was read")
     }
 
@@ -538,23 +552,22 @@ impl Upgrade<'_> {
         let first = self
             .nodes
             .iter()
-            .find(|n| n.control_plane)
+            .find(|n| n.facts.control_plane)
             .ok_or_else(|| ModuleError::new("control_plane_nodes is empty"))?;
-        let endpoint = cluster_endpoint(&first.config);
+        let endpoint = cluster_endpoint(&first.facts.config);
         let access = self
             .kube_credentials
             .access(
-                &first.address,
+                &first.facts.address,
                 &self.entry,
                 endpoint,
                 "point node at a control plane",
             )
             .await
             .map_err(ModuleError::new)?;
-        access
-            .connect()
-            .await
-            .map_err(|e| ModuleError::new(format!("{}: {e}; nothing was changed", first.address)))
+        access.connect().await.map_err(|e| {
+            ModuleError::new(format!("{}: {e}; nothing was changed", first.facts.address))
+        })
     }
 
     /// API resources the next minor no longer serves, refused while objects of them exist.
@@ -691,7 +704,7 @@ impl Upgrade<'_> {
         let node = self.node(&step.node);
         let (client, rules) = (
             &node.client,
-            Rules::for_release(node.talos.major, node.talos.minor),
+            Rules::for_release(node.facts.talos.major, node.facts.talos.minor),
         );
         let mut config = read_config(client, &step.node).await?;
         let section = Section::of(&config, step.component.name).unwrap_or(step.component.section);
@@ -843,7 +856,7 @@ async fn kubelet_state(node: &NodeView, kube: &Kube, want: &str) -> Result<(), S
     }
     let found = match &node.node_name {
         Some(name) => kube.node(name).await.map(Some),
-        None => kube.node_by_address(&node.address).await,
+        None => kube.node_by_address(&node.facts.address).await,
     };
     match found {
         Ok(Some(n)) if n.kubelet_version == want && n.ready => Ok(()),
@@ -852,14 +865,148 @@ async fn kubelet_state(node: &NodeView, kube: &Kube, want: &str) -> Result<(), S
             "Node {} reports kubelet {}",
             n.name, n.kubelet_version
         )),
-        Ok(None) => Err(format!("no Node lists the address {}", node.address)),
+        Ok(None) => Err(format!("no Node lists the address {}", node.facts.address)),
         Err(e) => Err(e.message),
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::config_reached;
+    use super::*;
+
+    fn version(text: &str) -> Version {
+        parse_version(text).unwrap()
+    }
+
+    /// A node as Talos 1.13 renders it: `tag` on every component it runs, and a kubelet
+    /// `extraArgs` when given.
+    fn node(
+        address: &str,
+        control_plane: bool,
+        talos: &str,
+        tag: &str,
+        kubelet_args: Value,
+    ) -> NodeFacts {
+        let mut doc = json!({
+            "version": "v1alpha1",
+            "machine": {
+                "type": if control_plane { "controlplane" } else { "worker" },
+                "kubelet": {"image": format!("ghcr.io/siderolabs/kubelet:{tag}"), "extraArgs": kubelet_args},
+            },
+        });
+        if control_plane {
+            doc["cluster"] = json!({
+                "apiServer": {"image": format!("registry.k8s.io/kube-apiserver:{tag}")},
+                "controllerManager": {"image": format!("registry.k8s.io/kube-controller-manager:{tag}")},
+                "scheduler": {"image": format!("registry.k8s.io/kube-scheduler:{tag}")},
+                "proxy": {"image": format!("registry.k8s.io/kube-proxy:{tag}")},
+            });
+        }
+        let config = MachineConfig { docs: vec![doc] };
+        NodeFacts {
+            address: address.into(),
+            control_plane,
+            talos: version(talos),
+            components: kubernetes_components(&config).unwrap(),
+            config,
+        }
+    }
+
+    fn cluster(tag: &str) -> Vec<NodeFacts> {
+        vec![
+            node("10.5.0.2", true, "v1.13.9", tag, json!({})),
+            node("10.5.0.3", true, "v1.13.9", tag, json!({})),
+            node("10.5.0.4", false, "v1.13.9", tag, json!({})),
+        ]
+    }
+
+    fn order(steps: &[Step]) -> Vec<String> {
+        steps
+            .iter()
+            .map(|s| format!("{} {}", s.phase.name(), s.node))
+            .collect()
+    }
+
+    /// talosctl upgrade-k8s's order (`pkg/cluster/kubernetes/talos_managed.go` @ v1.14.1): each
+    /// static pod component across every control plane, then kube-proxy, then the kubelets.
+    #[test]
+    fn the_plan_moves_each_component_across_the_control_planes_then_proxy_then_kubelets() {
+        let nodes = cluster("v1.35.2");
+        let facts: Vec<&NodeFacts> = nodes.iter().collect();
+        let steps = plan(&facts, &version("1.36.3"), true);
+        assert_eq!(
+            order(&steps),
+            [
+                "kube-apiserver 10.5.0.2",
+                "kube-apiserver 10.5.0.3",
+                "kube-controller-manager 10.5.0.2",
+                "kube-controller-manager 10.5.0.3",
+                "kube-scheduler 10.5.0.2",
+                "kube-scheduler 10.5.0.3",
+                "kube-proxy 10.5.0.2",
+                "kube-proxy 10.5.0.3",
+                "kubelet 10.5.0.2",
+                "kubelet 10.5.0.3",
+                "kubelet 10.5.0.4",
+            ]
+        );
+        assert!(steps.iter().all(Step::changes));
+        assert_eq!(
+            steps[0].target_image,
+            "registry.k8s.io/kube-apiserver:v1.36.3"
+        );
+        assert_eq!(steps[10].target_image, "ghcr.io/siderolabs/kubelet:v1.36.3");
+    }
+
+    #[test]
+    fn without_kubelets_the_plan_stops_after_kube_proxy_and_a_reached_target_changes_nothing() {
+        let nodes = cluster("v1.36.3");
+        let facts: Vec<&NodeFacts> = nodes.iter().collect();
+        let steps = plan(&facts, &version("1.36.3"), false);
+        assert_eq!(steps.len(), 8);
+        assert!(steps.iter().all(|s| s.phase != Phase::Kubelet));
+        assert!(!steps.iter().any(Step::changes));
+    }
+
+    #[test]
+    fn the_checks_name_every_problem_at_once() {
+        let mut nodes = cluster("v1.35.2");
+        nodes[2] = node("10.5.0.4", false, "v1.12.5", "v1.34.1", json!({}));
+        let facts: Vec<&NodeFacts> = nodes.iter().collect();
+        let why = check(&facts, &version("1.36.3")).unwrap_err();
+        // Talos 1.12 runs Kubernetes 1.30 to 1.35 (`KUBERNETES_SUPPORT`), and a kubelet at 1.34
+        // would skip a minor.
+        assert!(
+            why.contains("10.5.0.4: ") && why.contains("upgrade Talos first"),
+            "{why}"
+        );
+        assert!(
+            why.contains("10.5.0.4: kubelet: unsupported upgrade path 1.34->1.36"),
+            "{why}"
+        );
+        assert!(!why.contains("10.5.0.2"), "{why}");
+        assert!(check(&facts[..2], &version("1.36.3")).is_ok());
+    }
+
+    #[test]
+    fn removed_flags_still_set_are_found_per_node_for_the_minor_it_leaves() {
+        let mut nodes = cluster("v1.35.2");
+        nodes[2] = node(
+            "10.5.0.4",
+            false,
+            "v1.13.9",
+            "v1.35.2",
+            json!({"feature-gates": "HonorPVReclaimPolicy=true"}),
+        );
+        let facts: Vec<&NodeFacts> = nodes.iter().collect();
+        let found = removed_in_use(&facts, &version("1.36.3"));
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].node, "10.5.0.4");
+        assert_eq!(found[0].component, "kubelet");
+        assert_eq!(found[0].value, "HonorPVReclaimPolicy");
+        // A patch release removes nothing.
+        assert!(removed_in_use(&facts, &version("1.35.9")).is_empty());
+    }
 
     /// `checkPodStatus` @ v1.14.1: the pod is up to date once its version reaches the one
     /// expected; an unparsable or missing annotation keeps waiting.

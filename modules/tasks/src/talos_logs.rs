@@ -11,7 +11,8 @@ use std::time::Duration;
 use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Opt, Params, Spec};
 use ferro_talos_client::{NodeMode, TalosClient};
 
-use crate::connection::{self, Target, client_error, with_connection_options};
+use crate::connection::{self, Target, with_connection_options};
+use crate::failure::OrFail;
 use crate::files::{SECRET_MODE, write_atomic};
 
 pub fn spec() -> Spec {
@@ -64,11 +65,8 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
                 TalosClient::connect_maintenance(target.maintenance_address(), opts.clone()).await
             }
         }
-        .map_err(|e| client_error(ctx, e))?;
-        client
-            .service_log(&service, tail)
-            .await
-            .map_err(|e| client_error(ctx, e))
+        .or_fail()?;
+        client.service_log(&service, tail).await.or_fail()
     })??;
     let text = String::from_utf8_lossy(&bytes).into_owned();
     let lines: Vec<&str> = text.lines().collect();

@@ -23,7 +23,8 @@ use ferro_talos_client::proto::resource::config::MachineType;
 use ferro_talos_client::{ConnectOptions, Credentials, RebootMode, TalosClient, wait_for_reboot};
 use serde_json::json;
 
-use crate::connection::{self, Target, client_error, with_connection_options};
+use crate::connection::{self, Target, with_connection_options};
+use crate::failure::OrFail;
 use crate::live_config::{self, ReadError};
 use crate::node_power;
 use crate::upgrade_drain::{
@@ -108,8 +109,8 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
     let opts = connection::connect_options(p, Duration::from_secs(30))?;
     connection::block_on(async {
         let node = target.node.clone();
-        let client = node_power::configured_client(ctx, &target, &creds, &opts, "Reboot").await?;
-        let boot_id_before = client.boot_id().await.map_err(|e| client_error(ctx, e))?;
+        let client = node_power::configured_client(&target, &creds, &opts, "Reboot").await?;
+        let boot_id_before = client.boot_id().await.or_fail()?;
         let mut result = ModuleResult::changed()
             .with("node", node.clone())
             .with("mode", mode.name())
@@ -157,7 +158,6 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
         }
         // From here on the Node is cordoned (when drained): every failure says what became of it.
         let back = reboot_and_wait(
-            ctx,
             &target,
             &client,
             &creds,
@@ -260,7 +260,6 @@ struct Back {
 /// the reboot's actor id, and how the node came back (None when not waiting).
 #[allow(clippy::too_many_arguments)]
 async fn reboot_and_wait(
-    ctx: &Context,
     target: &Target,
     client: &TalosClient,
     creds: &Credentials,
@@ -271,10 +270,7 @@ async fn reboot_and_wait(
     boot_id_before: Option<String>,
 ) -> Result<(String, Option<Back>), ModuleError> {
     let node = &target.node;
-    let actor_id = client
-        .reboot(mode.request())
-        .await
-        .map_err(|e| client_error(ctx, e))?;
+    let actor_id = client.reboot(mode.request()).await.or_fail()?;
     if !wait {
         return Ok((actor_id, None));
     }

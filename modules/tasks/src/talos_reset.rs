@@ -21,7 +21,8 @@ use ferro_talos_client::{
 use ferro_talos_config::MachineConfig;
 use serde_json::{Value, json};
 
-use crate::connection::{self, Target, client_error, with_connection_options};
+use crate::connection::{self, Target, with_connection_options};
+use crate::failure::OrFail;
 use crate::kube_access::KubeCredentials;
 use crate::live_config;
 use crate::node_power::{self, Seen, Want};
@@ -282,7 +283,7 @@ async fn reset(
         .with("reboot", plan.reboot);
     let mode = connection::node_mode(target, creds.as_ref(), &opts)
         .await
-        .map_err(|e| client_error(ctx, e))?;
+        .or_fail()?;
     if mode == NodeMode::Maintenance {
         if plan.wipe == Wipe::Maintenance {
             return Ok(base.msg(format!("{node} is already in maintenance mode")));
@@ -306,7 +307,7 @@ async fn reset(
     result.changed = true;
     let client = connection::connect(target, &creds, opts.clone())
         .await
-        .map_err(|e| client_error(ctx, e))?;
+        .or_fail()?;
     if plan.graceful {
         node_removal::etcd_guard(&client, &node).await.map_err(|why| {
             ModuleError::new(format!(
@@ -366,10 +367,7 @@ async fn reset(
         return Ok(result.msg(format!("would {}{node_words}", plan.summary(&node))));
     }
     let old_boot_id = client.boot_id().await.unwrap_or(None);
-    let actor_id = client
-        .reset(plan.request())
-        .await
-        .map_err(|e| client_error(ctx, e))?;
+    let actor_id = client.reset(plan.request()).await.or_fail()?;
     result = result.with("actor_id", actor_id.clone());
     if plan.wipe == Wipe::SystemDisk {
         ctx.warn(format!(

@@ -26,7 +26,8 @@ use ferro_talos_client::proto::cosi::resource::Resource;
 use ferro_talos_client::{ErrorKind, NodeMode, TalosClient, probe};
 use serde_json::{Value, json};
 
-use crate::connection::{self, Target, client_error, with_connection_options};
+use crate::connection::{self, Target, with_connection_options};
+use crate::failure::{OrFail, client_failure};
 use crate::resource_types::{self, Lookup, ResourceType};
 
 pub fn spec() -> Spec {
@@ -80,12 +81,10 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
                 Err(e) => Err(e),
             },
         }
-        .map_err(|e| client_error(ctx, e))?;
+        .or_fail()?;
         // The node's own definition of the type has the last word: its release may mark
         // sensitive a type the table does not know, or not register the type at all.
-        let definition = node_definition(&client, &kind)
-            .await
-            .map_err(|e| client_error(ctx, e))?;
+        let definition = node_definition(&client, &kind).await.or_fail()?;
         let definition = readable_on_node(&target.node, &kind, definition)?;
         let kind = definition.name;
         let namespace = table_namespace.unwrap_or(definition.default_namespace);
@@ -99,12 +98,9 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
             Some(id) => match client.get_resource(&namespace, &kind, id).await {
                 Ok(r) => vec![r],
                 Err(e) if e.kind == ErrorKind::NotFound => Vec::new(),
-                Err(e) => return Err(client_error(ctx, e)),
+                Err(e) => return Err(client_failure(e)),
             },
-            None => client
-                .list_resources(&namespace, &kind)
-                .await
-                .map_err(|e| client_error(ctx, e))?,
+            None => client.list_resources(&namespace, &kind).await.or_fail()?,
         };
         let found: Vec<Value> = resources.iter().map(resource_json).collect();
         let what = match &id {

@@ -24,7 +24,8 @@ use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Opt, Params, Sp
 use ferro_talos_client::{SequenceFailure, sequence_failure};
 use serde_json::json;
 
-use crate::connection::{self, Target, client_error, with_connection_options};
+use crate::connection::{self, Target, with_connection_options};
+use crate::failure::OrFail;
 use crate::node_power::{self, Reached, Want};
 
 pub fn spec() -> Spec {
@@ -48,7 +49,7 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
         let result = ModuleResult::unchanged()
             .with("node", node.clone())
             .with("force", force);
-        let client = match node_power::reach(ctx, &target, &creds, &opts, "Shutdown").await? {
+        let client = match node_power::reach(&target, &creds, &opts, "Shutdown").await? {
             Reached::Configured(client) => client,
             Reached::Down(why) => {
                 ctx.warn(format!(
@@ -61,7 +62,7 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
             }
         };
         // One call that answers proves the credentials before the node is asked to go.
-        client.version().await.map_err(|e| client_error(ctx, e))?;
+        client.version().await.or_fail()?;
         let how = if force {
             "without draining it (force)"
         } else {
@@ -72,10 +73,7 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
         if ctx.check_mode {
             return Ok(result.msg(format!("would shut down {node} {how}")));
         }
-        let actor_id = client
-            .shutdown(force)
-            .await
-            .map_err(|e| client_error(ctx, e))?;
+        let actor_id = client.shutdown(force).await.or_fail()?;
         let result = result.with("actor_id", actor_id.clone());
         if !wait {
             return Ok(result.msg(format!("asked {node} to shut down {how}; not waiting")));
