@@ -378,6 +378,8 @@ mod tests {
         }
     }
 
+    /// The expected text is what go-yaml v4.0.0-rc.6 writes for these overlay options (asked through
+    /// the oracle's `schematic` op; `modules/factory/tests/oracle_schematic.rs` keeps asking).
     #[test]
     fn a_go_map_is_written_in_go_yaml_key_order() {
         let v = serde_json::json!({"a10": 1, "a2": 2.5, "B": true, "b": null, "1": "x"});

@@ -348,21 +348,19 @@ mod tests {
 
     #[test]
     fn control_planes_also_run_etcd_and_trustd() {
-        assert_eq!(
-            services_for(true),
-            [
-                "apid",
-                "containerd",
-                "cri",
-                "etcd",
-                "kubelet",
-                "machined",
-                "trustd"
-            ]
-        );
-        assert_eq!(
-            services_for(false),
-            ["apid", "containerd", "cri", "kubelet", "machined"]
-        );
+        // The relation, not a copy of the lists: a control plane runs what a worker runs, plus
+        // etcd and trustd, each listed once in id order.
+        let control_plane = services_for(true);
+        let worker = services_for(false);
+        let extra: Vec<&str> = control_plane
+            .iter()
+            .copied()
+            .filter(|s| !worker.contains(s))
+            .collect();
+        assert_eq!(extra, ["etcd", "trustd"]);
+        assert!(worker.iter().all(|s| control_plane.contains(s)));
+        for list in [&control_plane, &worker] {
+            assert!(list.windows(2).all(|w| w[0] < w[1]), "{list:?}");
+        }
     }
 }
