@@ -117,7 +117,7 @@ def test_the_installed_collection_carries_its_licence_lint_and_sanity_configurat
     assert not list(installed.rglob("__pycache__"))
 
 
-# Set only by the collection's action plugin, never by users (modules/tasks/src/connection.rs), so
+# Set only by the collection's action plugin, never by users (modules/tasks/src/shared/connection.rs), so
 # undocumented on purpose.
 INTERNAL_OPTIONS = {"secrets_file_decrypted"}
 

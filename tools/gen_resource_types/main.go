@@ -1,4 +1,4 @@
-// Command gen_resource_types writes modules/tasks/src/resource_types/table.rs: every COSI
+// Command gen_resource_types writes modules/tasks/src/shared/resource_types/table.rs: every COSI
 // resource type Talos's machined registers, at each release in `releases`, with the names
 // `talosctl get` accepts for it, its default namespace, the releases that define it, the
 // releases whose definition marks it sensitive (`Sensitivity: meta.Sensitive`), and the file
@@ -18,7 +18,7 @@
 //
 // Usage, from this directory:
 //
-//	go run .              # rewrite ../../modules/tasks/src/resource_types/table.rs
+//	go run .              # rewrite ../../modules/tasks/src/shared/resource_types/table.rs
 //	go run . -o -         # print it instead (the cargo test compares this with the file)
 //	go run . -update      # re-resolve each go.vX.mod and its sums first (needs the proxy)
 //
@@ -47,7 +47,7 @@ var dumpSource string
 
 const (
 	machinery = "github.com/siderolabs/talos/pkg/machinery"
-	tableFile = "../../modules/tasks/src/resource_types/table.rs"
+	tableFile = "../../modules/tasks/src/shared/resource_types/table.rs"
 )
 
 // definition is one type as ./dump prints it.

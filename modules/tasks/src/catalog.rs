@@ -23,7 +23,8 @@ macro_rules! modules {
         [$(Module {
             name: stringify!($module),
             spec: $module::spec,
-            run: $module::run,
+            // The door: options become the module's typed `Args` before it runs.
+            run: |ctx, p| $module::run(ctx, $module::Args::from_params(p)?),
         }),+]
     };
 }

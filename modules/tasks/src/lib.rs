@@ -5,22 +5,7 @@
 //! (atomically, 0600); it never prints: the protocol crate owns stdout.
 
 pub mod catalog;
-mod config_shape;
-pub mod connection;
-mod etcd_members;
-pub mod failure;
-pub mod files;
-mod kube_access;
-mod kubernetes_config;
-mod kubernetes_manifests;
-mod kubernetes_removed;
-mod live_config;
-mod node_power;
-mod node_removal;
-pub mod node_settings;
-mod options;
-pub mod render;
-pub mod resource_types;
+pub mod shared;
 pub mod talos_apply;
 pub mod talos_bootstrap;
 pub mod talos_config;
@@ -39,7 +24,6 @@ pub mod talos_resource_info;
 pub mod talos_shutdown;
 pub mod talos_support_bundle;
 pub mod talos_upgrade;
-mod upgrade_drain;
 
 /// Lower-case hex SHA-256, the form every `*_sha256` result uses.
 pub fn sha256_hex(bytes: &[u8]) -> String {

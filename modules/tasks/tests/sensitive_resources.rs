@@ -1,14 +1,14 @@
 //! talos_resource_info and talos_support_bundle never put a resource type upstream marks
 //! sensitive into a result, though the task's admin credentials would let them read it: apid
 //! serves such types to os:admin (`internal/app/resources/access.go` `AccessPolicy` @ v1.13.9 and
-//! v1.14.1), and the list is upstream's own (`ferro_talos_tasks::resource_types`, generated from
+//! v1.14.1), and the list is upstream's own (`ferro_talos_tasks::shared::resource_types`, generated from
 //! `pkg/machinery/resources/*` at both releases).
 
 mod common;
 
 use common::{Kind, Sim, four_checks, run_ok};
 use ferro_talos_tasks::catalog::{Module, named};
-use ferro_talos_tasks::resource_types::{self, Lookup};
+use ferro_talos_tasks::shared::resource_types::{self, Lookup};
 use serde_json::json;
 
 const CONFIG: &Module = named("talos_config");

@@ -80,7 +80,7 @@ pub fn ours(bundle: &Bundle, o: &GenerateOptions, patches: &[String]) -> Outcome
     if let Err(e) = cfg.apply_patches_with(&parsed, Rules::for_contract(o.contract)) {
         return refused(e);
     }
-    // talos_config refuses documents the contract's release does not know (modules/tasks/src/render.rs).
+    // talos_config refuses documents the contract's release does not know (modules/tasks/src/shared/render.rs).
     let unknown = ferro_talos_config::known_keys::kinds_unknown_to(&cfg, o.contract);
     if !unknown.is_empty() {
         return Outcome::Refused(unknown.join("; "));

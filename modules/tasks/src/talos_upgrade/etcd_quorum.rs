@@ -4,8 +4,8 @@ use ferro_ansible_protocol::ModuleError;
 use ferro_talos_client::TalosClient;
 
 use super::report::Report;
-use crate::connection::Target;
-use crate::etcd_members;
+use crate::shared::connection::Target;
+use crate::shared::etcd_members;
 
 /// Refuses to take a control plane down for an OS upgrade when etcd could lose quorum: exactly two
 /// members (one down leaves one of two), or a member that is not started or not healthy. These are

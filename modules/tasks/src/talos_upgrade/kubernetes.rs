@@ -15,7 +15,7 @@ use super::image::{retag, split_image};
 use super::report::Report;
 use super::upgrade_node::read_config;
 use super::version_policy::{kubernetes_path_ok, kubernetes_supported, parse_version};
-use crate::kubernetes_config::Section;
+use crate::shared::kubernetes_config::Section;
 
 /// One Kubernetes component image in the machine config.
 #[derive(Debug, Clone, PartialEq)]
@@ -56,7 +56,7 @@ const CONTROL_PLANE_COMPONENTS: [&str; 4] = [
 
 /// The Kubernetes component images a node's config sets: kubelet everywhere, the control-plane
 /// static pods and kube-proxy on control planes (kube-proxy only when not disabled). Each is read
-/// where this config keeps it (`crate::kubernetes_config`).
+/// where this config keeps it (`crate::shared::kubernetes_config`).
 pub fn kubernetes_components(config: &MachineConfig) -> Result<Vec<Component>, String> {
     let machine_type = config
         .v1alpha1()

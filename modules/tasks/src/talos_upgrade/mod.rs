@@ -24,8 +24,8 @@ use std::time::Duration;
 use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Opt, Params, Spec};
 use serde_json::Map;
 
-use crate::connection::{self, Target, with_connection_options};
-use crate::upgrade_drain::{DEFAULT_DRAIN_TIMEOUT_SECS, KubeCredentials, KubeInputs};
+use crate::shared::connection::{self, Target, with_connection_options};
+use crate::shared::upgrade_drain::{DEFAULT_DRAIN_TIMEOUT_SECS, KubeCredentials, KubeInputs};
 
 pub use image::{OsTarget, retag, split_image};
 pub use kubernetes::{Component, KubernetesPlan, kubernetes_components, plan_kubernetes};
@@ -68,13 +68,13 @@ pub fn spec() -> Spec {
         .required_one_of(&["image", "talos_version", "kubernetes_version"])
 }
 
-pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
+fn run_params(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
     let req = Request::from_params(p)?;
-    let target = Target::from_params(p)?;
-    let mut opts = connection::connect_options(p, Duration::from_secs(30))?;
+    let target = Target::from_params_p(p)?;
+    let mut opts = connection::connect_options_p(p, Duration::from_secs(30))?;
     // Pulls and installer runs are streams; they may take as long as the whole upgrade.
     opts.stream_timeout = req.timeout;
-    let (creds, source) = connection::require_credentials(ctx, p)?;
+    let (creds, source) = connection::require_credentials_p(ctx, p)?;
     let mut report = Report {
         fields: Map::new(),
         warnings: Vec::new(),
@@ -85,7 +85,7 @@ pub fn run(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
     let check_mode = ctx.check_mode;
     let kube = KubeInputs {
         credentials: kube_credentials(ctx, p, &req)?,
-        talosconfig_endpoints: connection::talosconfig_endpoints(p, &source),
+        talosconfig_endpoints: connection::talosconfig_endpoints_p(p, &source),
     };
     let outcome = connection::block_on(upgrade_node(
         &target,
@@ -135,4 +135,15 @@ mod test_support {
     }
 
     pub const FACTORY: &str = "factory.talos.dev/installer/0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+}
+
+// PLACEHOLDER until this module reads typed arguments in args.rs.
+pub struct Args(Params);
+impl Args {
+    pub fn from_params(p: &Params) -> Result<Args, ModuleError> {
+        Ok(Args(p.clone()))
+    }
+}
+pub fn run(ctx: &mut Context, args: Args) -> Result<ModuleResult, ModuleError> {
+    run_params(ctx, &args.0)
 }

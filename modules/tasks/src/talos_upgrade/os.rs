@@ -24,7 +24,7 @@ use super::version_policy::{
     InstallerCheck, OsDecision, decide_os, has_lifecycle_api, installer_check,
     kubernetes_supported, parse_version,
 };
-use crate::connection::{self, Target};
+use crate::shared::connection::{self, Target};
 
 /// Which API installs the new Talos.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,7 +9,7 @@ use semver::Version;
 use super::DEFAULT_TIMEOUT_SECS;
 use super::image::{OsTarget, check_repository, parse_installer_image, unpublished};
 use super::version_policy::parse_version;
-use crate::upgrade_drain::{DEFAULT_DRAIN_TIMEOUT_SECS, DrainOptions};
+use crate::shared::upgrade_drain::{DEFAULT_DRAIN_TIMEOUT_SECS, DrainOptions};
 
 /// How the node reboots into the new Talos (`reboot_mode`): Talos's reboot modes of that name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,10 +78,10 @@ impl Request {
             ),
             None => None,
         };
-        let timeout = crate::options::wait_seconds(p, "timeout", DEFAULT_TIMEOUT_SECS)?;
+        let timeout = crate::shared::options::wait_seconds(p, "timeout", DEFAULT_TIMEOUT_SECS)?;
         let wait = p.bool("wait");
         let drain_timeout =
-            crate::options::wait_seconds(p, "drain_timeout", DEFAULT_DRAIN_TIMEOUT_SECS)?;
+            crate::shared::options::wait_seconds(p, "drain_timeout", DEFAULT_DRAIN_TIMEOUT_SECS)?;
         let drain = p.bool("drain");
         if drain && !wait && os.is_some() {
             return Err(ModuleError::new(

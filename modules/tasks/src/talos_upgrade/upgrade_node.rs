@@ -16,10 +16,10 @@ use super::os::{NodeAccess, OsUpgrade, plan_os, upgrade_os};
 use super::report::Report;
 use super::request::Request;
 use super::version_policy::parse_version;
-use crate::connection::{self, Target};
-use crate::kubernetes_config::cluster_endpoint;
-use crate::live_config::{self, ReadError};
-use crate::upgrade_drain::{self, DrainFor, KubeInputs, NoDrain};
+use crate::shared::connection::{self, Target};
+use crate::shared::kubernetes_config::cluster_endpoint;
+use crate::shared::live_config::{self, ReadError};
+use crate::shared::upgrade_drain::{self, DrainFor, KubeInputs, NoDrain};
 
 /// The whole run against one node; returns the summary message.
 pub(super) async fn upgrade_node(
