@@ -28,3 +28,14 @@ pub fn other_control_planes(p: &Params, node: &str) -> Vec<String> {
         .filter(|s| !s.is_empty() && s != node)
         .collect()
 }
+
+/// For the unit tests of a module's `Args`: `args` validated against the module's spec as Ansible's
+/// arguments would be (defaults filled in), ready for `Args::from_params`.
+#[cfg(test)]
+pub(crate) fn params(spec: ferro_ansible_protocol::Spec, args: serde_json::Value) -> Params {
+    let serde_json::Value::Object(args) = args else {
+        panic!("the arguments of a test are a JSON object")
+    };
+    spec.validate("test", &args)
+        .unwrap_or_else(|e| panic!("the test's arguments do not fit the spec: {}", e.msg()))
+}

@@ -18,7 +18,7 @@
 
 use std::time::{Duration, Instant};
 
-use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Opt, Params, Spec};
+use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Opt, Spec};
 use ferro_talos_client::proto::resource::config::MachineType;
 use ferro_talos_client::{ConnectOptions, Credentials, RebootMode, TalosClient, wait_for_reboot};
 use serde_json::json;
@@ -31,9 +31,12 @@ use crate::shared::upgrade_drain::{
     self, DEFAULT_DRAIN_TIMEOUT_SECS, DrainFor, Drainer, KubeCredentials, KubeInputs, NoDrain,
 };
 
+mod args;
+pub use args::Args;
+
 /// How a node reboots.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Mode {
+pub enum Mode {
     /// Stop everything cleanly, then kexec into the kernel when the node can.
     Default,
     /// Stop everything cleanly, then a full restart through the firmware (no kexec).
@@ -43,14 +46,6 @@ enum Mode {
 }
 
 impl Mode {
-    fn from_params(p: &Params) -> Mode {
-        match p.str("mode") {
-            Some("powercycle") => Mode::Powercycle,
-            Some("force") => Mode::Force,
-            _ => Mode::Default,
-        }
-    }
-
     fn name(self) -> &'static str {
         match self {
             Mode::Default => "default",
@@ -82,31 +77,25 @@ pub fn spec() -> Spec {
         .option(Opt::path("kubeconfig"))
 }
 
-fn run_params(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
-    let target = Target::from_params_p(p)?;
-    let mode = Mode::from_params(p);
-    let wait = p.bool("wait");
-    let timeout = crate::shared::options::wait_seconds(p, "timeout", 600)?;
-    let drain = p.bool("drain");
-    let drain_timeout =
-        crate::shared::options::wait_seconds(p, "drain_timeout", DEFAULT_DRAIN_TIMEOUT_SECS)?;
-    if drain && !wait {
-        return Err(ModuleError::new(
-            "drain=true cannot be combined with wait=false: the Node is uncordoned once the node is \
-             back and Ready, which needs the wait (talosctl reboot --drain turns --wait on too); \
-             remove wait: false, or set drain: false to reboot without draining",
-        ));
-    }
-    let (creds, source) = connection::require_credentials_p(ctx, p)?;
+pub fn run(ctx: &mut Context, args: Args) -> Result<ModuleResult, ModuleError> {
+    let Args {
+        connection,
+        target,
+        mode,
+        wait,
+        timeout,
+        drain,
+        kubeconfig,
+    } = args;
+    let (creds, source) = connection::require_credentials(ctx, &connection)?;
     let kube = KubeInputs {
-        credentials: if drain {
-            KubeCredentials::from_params(ctx, p)?
-        } else {
-            KubeCredentials::Unused
+        credentials: match drain {
+            Some(_) => KubeCredentials::load(ctx, kubeconfig.as_deref(), &connection.secrets)?,
+            None => KubeCredentials::Unused,
         },
-        talosconfig_endpoints: connection::talosconfig_endpoints_p(p, &source),
+        talosconfig_endpoints: connection::talosconfig_endpoints(&connection, &source),
     };
-    let opts = connection::connect_options_p(p, Duration::from_secs(30))?;
+    let opts = connection.connect_options(Duration::from_secs(30));
     connection::block_on(async {
         let node = target.node.clone();
         let client = node_power::configured_client(&target, &creds, &opts, "Reboot").await?;
@@ -116,7 +105,7 @@ fn run_params(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError
             .with("mode", mode.name())
             .with("boot_id_before", boot_id_before.clone());
         let mut drainer = None;
-        if drain {
+        if drain.is_some() {
             match drainer_for(&target, &client, &creds, &opts, &kube).await? {
                 Ok(d) => drainer = Some(d),
                 Err(NoDrain(why)) => {
@@ -146,7 +135,7 @@ fn run_params(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError
             };
             return Ok(result.msg(format!("{first}{verb} {node} (mode {})", mode.name())));
         }
-        if let Some(d) = drainer.as_mut() {
+        if let (Some(d), Some(drain_timeout)) = (drainer.as_mut(), drain) {
             let (drained, warnings) = d
                 .cordon_and_drain(&node, drain_timeout)
                 .await
@@ -312,13 +301,3 @@ async fn reboot_and_wait(
     ))
 }
 
-// PLACEHOLDER until this module reads typed arguments in args.rs.
-pub struct Args(Params);
-impl Args {
-    pub fn from_params(p: &Params) -> Result<Args, ModuleError> {
-        Ok(Args(p.clone()))
-    }
-}
-pub fn run(ctx: &mut Context, args: Args) -> Result<ModuleResult, ModuleError> {
-    run_params(ctx, &args.0)
-}
