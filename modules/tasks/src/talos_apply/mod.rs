@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use ferro_ansible_protocol::{Context, Diff, ModuleError, ModuleResult, Opt, Params, Spec};
+use ferro_ansible_protocol::{Context, Diff, ModuleError, ModuleResult, Opt, Spec};
 use ferro_talos_client::{
     Apply, ApplyMode, ClientError, ConnectOptions, Credentials, ErrorKind, FirstBoot, NodeMode,
     TalosClient, wait_for_reboot, wait_until_running,
@@ -11,10 +11,14 @@ use ferro_talos_config::{MachineConfig, diff, live, redact, risk};
 use serde_json::{Value, json};
 
 use crate::sha256_hex;
-use crate::shared::connection::{self, Target, with_connection_options};
+use crate::shared::connection::{self, ConnectionArgs, Target, with_connection_options};
 use crate::shared::failure::{OrFail, client_failure};
 use crate::shared::files::read_file_or_content;
-use crate::shared::render;
+use crate::shared::render::{self, RenderArgs};
+
+mod args;
+pub use args::Args;
+use args::ConfigSource;
 
 pub fn spec() -> Spec {
     with_connection_options(Spec::new())
@@ -40,7 +44,7 @@ pub fn spec() -> Spec {
         .required_one_of(&["config", "render"])
 }
 
-/// Everything the run needs, checked up front so bad input never reaches a node.
+/// Everything the run needs: the options, and the config read or rendered (its secrets masked).
 struct Request {
     target: Target,
     expected_address: String,
@@ -49,12 +53,10 @@ struct Request {
     mode: ApplyMode,
     mode_name: String,
     try_timeout: Duration,
-    insecure: String,
+    node_mode: Option<NodeMode>,
     wait: bool,
     timeout: Duration,
-    /// A config that turns a control plane into a worker (or back) is applied only when asked.
     allow_machine_type_change: bool,
-    /// Stop before applying anything that `risk::risky_changes` lists.
     refuse_risky_changes: bool,
     /// With `render`: what `talos_config` would report about the config it renders.
     rendered: Option<RenderReport>,
@@ -67,22 +69,21 @@ struct RenderReport {
     shape_records: Vec<Value>,
 }
 
-fn run_params(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
-    let req = request(ctx, p)?;
-    let opts = connection::connect_options_p(p, Duration::from_secs(60))?;
-    let creds = connection::credentials_p(ctx, p)?;
+pub fn run(ctx: &mut Context, args: Args) -> Result<ModuleResult, ModuleError> {
+    let opts = args.connection.connect_options(Duration::from_secs(60));
+    let creds = connection::credentials(ctx, &args.connection)?;
+    let req = request(ctx, args)?;
     connection::block_on(apply(ctx, &req, creds.map(|(c, _)| c), opts))?
 }
 
-fn request(ctx: &mut Context, p: &Params) -> Result<Request, ModuleError> {
-    let target = Target::from_params_p(p)?;
-    let (text, rendered) = match p.sub("render") {
-        Some(options) => {
-            let (text, report) = render_in_place(ctx, p, options)?;
+/// The config to apply, read or rendered, checked as a machine config before any node is asked.
+fn request(ctx: &mut Context, args: Args) -> Result<Request, ModuleError> {
+    let (text, rendered) = match &args.config {
+        ConfigSource::Render(options) => {
+            let (text, report) = render_in_place(ctx, &args.connection, options)?;
             (text, Some(report))
         }
-        None => {
-            let raw = p.str("config").unwrap_or_default();
+        ConfigSource::Given(raw) => {
             let text = read_file_or_content(raw)
                 .map_err(|e| ModuleError::new(format!("config: {e:#}")))?;
             (text, None)
@@ -100,35 +101,19 @@ fn request(ctx: &mut Context, p: &Params) -> Result<Request, ModuleError> {
     for s in redact::secret_values(&desired) {
         ctx.mask(s);
     }
-    let mode_name = p.str("mode").unwrap_or("auto").to_string();
-    let mode = match mode_name.as_str() {
-        "no_reboot" => ApplyMode::NoReboot,
-        "reboot" => ApplyMode::Reboot,
-        "staged" => ApplyMode::Staged,
-        "try" => ApplyMode::Try,
-        _ => ApplyMode::Auto,
-    };
-    let try_timeout = crate::shared::options::wait_seconds(p, "try_timeout", 1)?;
-    let timeout = crate::shared::options::wait_seconds(p, "timeout", 1)?;
-    let expected_address = p
-        .str("expected_address")
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .unwrap_or(&target.node)
-        .to_string();
     Ok(Request {
-        target,
-        expected_address,
+        target: args.target,
+        expected_address: args.expected_address,
         text,
         desired,
-        mode,
-        mode_name,
-        try_timeout,
-        insecure: p.str("insecure").unwrap_or("auto").to_string(),
-        wait: p.bool("wait"),
-        timeout,
-        allow_machine_type_change: p.bool("allow_machine_type_change"),
-        refuse_risky_changes: p.bool("refuse_risky_changes"),
+        mode: args.mode,
+        mode_name: args.mode_name,
+        try_timeout: args.try_timeout,
+        node_mode: args.node_mode,
+        wait: args.wait,
+        timeout: args.timeout,
+        allow_machine_type_change: args.allow_machine_type_change,
+        refuse_risky_changes: args.refuse_risky_changes,
         rendered,
     })
 }
@@ -137,27 +122,20 @@ fn request(ctx: &mut Context, p: &Params) -> Result<Request, ModuleError> {
 /// would write it to `dest`; its secrets are masked from here on.
 fn render_in_place(
     ctx: &mut Context,
-    p: &Params,
-    options: &Params,
+    connection: &ConnectionArgs,
+    options: &RenderArgs,
 ) -> Result<(String, RenderReport), ModuleError> {
     let in_render = |e: ModuleError| ModuleError::new(format!("render: {}", e.msg()));
-    let Some(bundle) = connection::load_bundle_p(ctx, p)? else {
+    let Some(bundle) = connection::load_bundle(ctx, &connection.secrets)? else {
         return Err(ModuleError::new(
             "render needs the secrets bundle to render the config from: set secrets_file or \
              secrets (a talosconfig only holds client credentials), or render it with \
              ferro.talos.talos_config and pass the file as config",
         ));
     };
-    if !options.is_set("machine_type") && !options.is_set("base_config") {
-        return Err(ModuleError::new(
-            "render needs render.machine_type (controlplane or worker) to generate a config, or \
-             render.base_config to patch one",
-        ));
-    }
-    let (contract, _) = render::contract(options).map_err(in_render)?;
-    let rendered = render::render(ctx, options, contract, Some(&bundle)).map_err(in_render)?;
+    let rendered = render::render(ctx, options, Some(&bundle)).map_err(in_render)?;
     let report = RenderReport {
-        contract: format!("v{contract}"),
+        contract: format!("v{}", options.contract),
         shape_key: rendered.shape_key,
         shape_records: rendered.shape_records,
     };
@@ -196,10 +174,9 @@ async fn apply(
     creds: Option<Credentials>,
     opts: ConnectOptions,
 ) -> Result<ModuleResult, ModuleError> {
-    let node_mode = match req.insecure.as_str() {
-        "always" => NodeMode::Maintenance,
-        "never" => NodeMode::Configured,
-        _ => connection::node_mode(&req.target, creds.as_ref(), &opts)
+    let node_mode = match req.node_mode {
+        Some(mode) => mode,
+        None => connection::node_mode(&req.target, creds.as_ref(), &opts)
             .await
             .or_fail()?,
     };
@@ -697,15 +674,4 @@ fn mode_label(mode: ApplyMode) -> &'static str {
         ApplyMode::Staged => "staged",
         ApplyMode::Try => "try",
     }
-}
-
-// PLACEHOLDER until this module reads typed arguments in args.rs.
-pub struct Args(Params);
-impl Args {
-    pub fn from_params(p: &Params) -> Result<Args, ModuleError> {
-        Ok(Args(p.clone()))
-    }
-}
-pub fn run(ctx: &mut Context, args: Args) -> Result<ModuleResult, ModuleError> {
-    run_params(ctx, &args.0)
 }

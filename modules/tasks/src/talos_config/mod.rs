@@ -1,20 +1,23 @@
 //! `talos_config`: the secrets bundle, one node type's machine config and the talosconfig.
 
 use std::path::Path;
-use std::time::Duration;
 
 use anyhow::Result;
-use ferro_ansible_protocol::{Context, Diff, ModuleError, ModuleResult, Opt, Params, Spec, Type};
-use ferro_talos_config::contract::Contract;
+use ferro_ansible_protocol::{Context, Diff, ModuleError, ModuleResult, Opt, Spec, Type};
 use ferro_talos_config::normalize::Rules;
 use ferro_talos_config::{MachineConfig, diff, redact, risk};
 use ferro_talos_secrets::{Bundle, TalosConfig};
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 use time::OffsetDateTime;
 
 use crate::sha256_hex;
+use crate::shared::connection::{SecretsSource, read_bundle_file};
 use crate::shared::files::{SECRET_MODE, read_optional, write_atomic};
-use crate::shared::render::{self, strings};
+use crate::shared::render;
+
+mod args;
+pub use args::Args;
+use args::{MissingSecrets, TalosconfigArgs};
 
 /// The option naming a control plane's machine config to recover the secrets bundle from, as
 /// `talosctl gen secrets --from-controlplane-config` does.
@@ -46,17 +49,17 @@ pub fn spec() -> Spec {
         .required_one_of(&["dest", "talosconfig", "secrets_file"])
 }
 
-fn run_params(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
+pub fn run(ctx: &mut Context, args: Args) -> Result<ModuleResult, ModuleError> {
     let now = OffsetDateTime::now_utc();
     let mut result = ModuleResult::unchanged();
     let mut changed = false;
     let mut messages: Vec<String> = Vec::new();
 
-    let (contract, contract_reason) = render::contract(p)?;
-    result = result.with("contract_reason", contract_reason);
+    let contract = args.contract;
+    result = result.with("contract_reason", args.contract_reason.clone());
 
     // Secrets first: everything else is derived from them.
-    let (bundle, source) = load_secrets(ctx, p, contract)?;
+    let (bundle, source) = load_secrets(ctx, &args)?;
     if let Some(b) = &bundle {
         for s in ferro_talos_secrets::secret_strings(b) {
             ctx.mask(s);
@@ -64,13 +67,16 @@ fn run_params(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError
     }
     let secrets_generated = source == Source::Generated;
     result = result.with("secrets_generated", secrets_generated);
-    if p.is_set(FROM_CONFIG) {
+    if let MissingSecrets::DeriveFrom(_) = &args.missing_secrets {
         result = result.with("secrets_derived", matches!(source, Source::Derived));
     }
     if source == Source::Derived {
         changed = true;
-        let path = p.path("secrets_file").unwrap_or_default();
-        let from = p.path(FROM_CONFIG).unwrap_or_default();
+        let path = args.secrets_file().unwrap_or(Path::new(""));
+        let from = match &args.missing_secrets {
+            MissingSecrets::DeriveFrom(from) => from.as_path(),
+            _ => Path::new(""),
+        };
         let line = format!(
             "{} the secrets bundle derived from {} to {}",
             if ctx.check_mode {
@@ -88,7 +94,7 @@ fn run_params(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError
     }
     if secrets_generated {
         changed = true;
-        let path = p.path("secrets_file").unwrap_or_default();
+        let path = args.secrets_file().unwrap_or(Path::new(""));
         messages.push(if ctx.check_mode {
             format!("would generate a new secrets bundle in {}", path.display())
         } else {
@@ -98,14 +104,10 @@ fn run_params(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError
 
     // The machine config.
     let mut rendered: Option<render::Rendered> = None;
-    if p.is_set("machine_type") || p.is_set("base_config") {
-        let r = render::render(ctx, p, contract, bundle.as_ref())?;
+    if let Some(options) = &args.render {
+        let r = render::render(ctx, options, bundle.as_ref())?;
         result = result.with(r.shape_key, r.shape_records.clone());
         rendered = Some(r);
-    } else if p.is_set("dest") {
-        return Err(ModuleError::new(
-            "dest needs a config to write: set machine_type (to generate one) or base_config (to patch one)",
-        ));
     }
 
     if let Some(r) = &rendered {
@@ -114,11 +116,11 @@ fn run_params(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError
         result = result
             .with("config_sha256", sha)
             .with("contract", format!("v{contract}"));
-        if p.bool("return_content") {
+        if args.return_content {
             result = result.with("config", text.clone());
         }
-        if let Some(dest) = p.path("dest") {
-            let outcome = converge_config_file(ctx, &dest, cfg, text, rules)?;
+        if let Some(dest) = &args.dest {
+            let outcome = converge_config_file(ctx, dest, cfg, text, rules)?;
             if outcome.changed {
                 changed = true;
                 messages.push(if ctx.check_mode {
@@ -138,15 +140,16 @@ fn run_params(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError
     }
 
     // The talosconfig.
-    if let Some(path) = p.path("talosconfig") {
+    if let Some(talosconfig) = &args.talosconfig {
+        let path = &talosconfig.path;
         let Some(bundle) = &bundle else {
             return Err(ModuleError::new(
                 "talosconfig needs the secrets bundle to issue an admin certificate: set secrets_file or secrets",
             ));
         };
-        let cluster_name = cluster_name(p, rendered.as_ref().map(|r| &r.config))
+        let cluster_name = cluster_name(&args, rendered.as_ref().map(|r| &r.config))
             .ok_or_else(|| ModuleError::new("talosconfig needs cluster_name (the context name)"))?;
-        let outcome = converge_talosconfig(ctx, p, &path, bundle, &cluster_name, now)?;
+        let outcome = converge_talosconfig(ctx, talosconfig, bundle, &cluster_name, now)?;
         if outcome.changed {
             changed = true;
             messages.push(format!(
@@ -171,11 +174,11 @@ fn run_params(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError
     // Write the generated bundle last among the checks but before reporting: if anything above
     // failed, no new bundle was left behind that the user did not get a config for.
     if source != Source::Given && !ctx.check_mode {
-        let path = p.path("secrets_file").unwrap_or_default();
+        let path = args.secrets_file().unwrap_or(Path::new(""));
         let b = bundle
             .as_ref()
             .ok_or_else(|| ModuleError::new("internal error: no bundle"))?;
-        write_atomic(&path, b.to_yaml().as_bytes(), SECRET_MODE).map_err(module_error)?;
+        write_atomic(path, b.to_yaml().as_bytes(), SECRET_MODE).map_err(module_error)?;
     }
 
     let msg = if messages.is_empty() {
@@ -198,25 +201,23 @@ enum Source {
     Derived,
 }
 
-fn load_secrets(
-    ctx: &mut Context,
-    p: &Params,
-    contract: Contract,
-) -> Result<(Option<Bundle>, Source), ModuleError> {
-    if let Some(dict) = p.dict("secrets") {
-        let bundle = Bundle::from_value(&Value::Object(dict.clone()))
-            .map_err(|e| ModuleError::new(format!("secrets: {e:#}")))?;
-        return Ok((Some(bundle), Source::Given));
-    }
-    let Some(path) = p.path("secrets_file") else {
-        return Ok((None, Source::Given));
+fn load_secrets(ctx: &mut Context, args: &Args) -> Result<(Option<Bundle>, Source), ModuleError> {
+    let (path, decrypted) = match &args.secrets {
+        SecretsSource::Inline(dict) => {
+            let bundle = Bundle::from_value(&Value::Object(dict.clone()))
+                .map_err(|e| ModuleError::new(format!("secrets: {e:#}")))?;
+            return Ok((Some(bundle), Source::Given));
+        }
+        SecretsSource::None => return Ok((None, Source::Given)),
+        SecretsSource::File { path, decrypted } => (path, decrypted.as_ref()),
     };
-    if let Some(from) = p.path(FROM_CONFIG) {
-        return adopt(ctx, p, &path, &from);
+    if let MissingSecrets::DeriveFrom(from) = &args.missing_secrets {
+        return adopt(ctx, path, decrypted, from);
     }
-    match crate::shared::connection::read_secrets_file_p(p, &path)? {
+    let contract = args.contract;
+    match read_bundle_file(path, decrypted)? {
         Some(bundle) => Ok((Some(bundle), Source::Given)),
-        None if p.bool("generate_secrets") => {
+        None if matches!(args.missing_secrets, MissingSecrets::Generate) => {
             let bundle = Bundle::generate((u64::from(contract.major), u64::from(contract.minor)))
                 .map_err(module_error)?;
             Ok((Some(bundle), Source::Generated))
@@ -235,8 +236,8 @@ fn load_secrets(
 /// failure when it holds another (a file holding keys is never overwritten).
 fn adopt(
     ctx: &mut Context,
-    p: &Params,
     path: &Path,
+    decrypted: Option<&Map<String, Value>>,
     from: &Path,
 ) -> Result<(Option<Bundle>, Source), ModuleError> {
     let fail = |why: String| ModuleError::new(format!("{FROM_CONFIG} {}: {why}", from.display()));
@@ -273,7 +274,7 @@ fn adopt(
     for s in ferro_talos_secrets::secret_strings(&derived) {
         ctx.mask(s);
     }
-    let Some(existing) = crate::shared::connection::read_secrets_file_p(p, path)? else {
+    let Some(existing) = read_bundle_file(path, decrypted)? else {
         return Ok((Some(derived), Source::Derived));
     };
     for s in ferro_talos_secrets::secret_strings(&existing) {
@@ -401,21 +402,18 @@ struct TalosconfigOutcome {
 
 fn converge_talosconfig(
     ctx: &mut Context,
-    p: &Params,
-    path: &Path,
+    talosconfig: &TalosconfigArgs,
     bundle: &Bundle,
     cluster_name: &str,
     now: OffsetDateTime,
 ) -> Result<TalosconfigOutcome, ModuleError> {
-    let endpoints = strings(p, "endpoints");
-    let nodes = strings(p, "nodes");
-    let days = p.int("talosconfig_renew_before").unwrap_or(30);
-    if !(0..=3650).contains(&days) {
-        return Err(ModuleError::new(format!(
-            "talosconfig_renew_before must be a number of days between 0 and 3650, got {days}"
-        )));
-    }
-    let renew_before = Duration::from_secs(days as u64 * 86_400);
+    let TalosconfigArgs {
+        path,
+        endpoints,
+        nodes,
+        renew_before,
+    } = talosconfig;
+    let (path, renew_before) = (path.as_path(), *renew_before);
     let (os_ca_crt, _) = bundle.os_ca_pem().map_err(module_error)?;
 
     let existing_text = read_optional(path).map_err(module_error)?;
@@ -457,11 +455,11 @@ fn converge_talosconfig(
             .get_mut(cluster_name)
             .expect("checked by needs_renewal");
         let mut updates = Vec::new();
-        if context.endpoints != endpoints {
+        if &context.endpoints != endpoints {
             context.endpoints = endpoints.clone();
             updates.push("endpoints");
         }
-        if context.nodes != nodes {
+        if &context.nodes != nodes {
             context.nodes = nodes.clone();
             updates.push("nodes");
         }
@@ -474,7 +472,7 @@ fn converge_talosconfig(
         }
         cfg
     } else {
-        let fresh = TalosConfig::for_cluster(bundle, cluster_name, &endpoints, &nodes, now)
+        let fresh = TalosConfig::for_cluster(bundle, cluster_name, endpoints, nodes, now)
             .map_err(module_error)?;
         match desired.take() {
             // Other contexts in the file are the user's: keep them.
@@ -512,9 +510,9 @@ fn converge_talosconfig(
     })
 }
 
-fn cluster_name(p: &Params, cfg: Option<&MachineConfig>) -> Option<String> {
-    if let Some(name) = p.str("cluster_name").filter(|s| !s.is_empty()) {
-        return Some(name.to_string());
+fn cluster_name(args: &Args, cfg: Option<&MachineConfig>) -> Option<String> {
+    if let Some(name) = &args.cluster_name {
+        return Some(name.clone());
     }
     cfg?.v1alpha1()?
         .pointer("/cluster/clusterName")?
@@ -525,15 +523,4 @@ fn cluster_name(p: &Params, cfg: Option<&MachineConfig>) -> Option<String> {
 /// The whole error chain (`{:#}`), of an anyhow error or of a library crate's typed one.
 fn module_error(e: impl std::fmt::Display) -> ModuleError {
     ModuleError::new(format!("{e:#}"))
-}
-
-// PLACEHOLDER until this module reads typed arguments in args.rs.
-pub struct Args(Params);
-impl Args {
-    pub fn from_params(p: &Params) -> Result<Args, ModuleError> {
-        Ok(Args(p.clone()))
-    }
-}
-pub fn run(ctx: &mut Context, args: Args) -> Result<ModuleResult, ModuleError> {
-    run_params(ctx, &args.0)
 }

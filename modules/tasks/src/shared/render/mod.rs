@@ -8,7 +8,7 @@ use std::path::Path;
 use ferro_ansible_protocol::{Context, ModuleError, Opt, Params, Spec, Type};
 use ferro_talos_config::contract::Contract;
 use ferro_talos_config::generate::{
-    GenerateOptions, KUBERNETES_API_PORT, MachineType, endpoint_url, installer_for_release,
+    GenerateOptions, KUBERNETES_API_PORT, MachineType, installer_for_release,
 };
 use ferro_talos_config::normalize::Rules;
 use ferro_talos_config::patch::{Patch, duplicate_warnings};
@@ -17,11 +17,12 @@ use ferro_talos_secrets::Bundle;
 use ferro_talos_secrets::yaml::kind_name;
 use serde_json::{Value, json};
 
-use crate::shared::config_shape::{
-    LabelledPatch, OldShape, check_null_items, patches_for_contract,
-};
+use crate::shared::config_shape::{LabelledPatch, check_null_items, patches_for_contract};
 use crate::shared::files::read_file_or_content;
-use crate::shared::node_settings::{self, NodeSettings};
+use crate::shared::node_settings;
+
+mod args;
+pub use args::{Generate, InstallImage, RenderArgs, Source, contract};
 
 /// The options that decide a rendered config, shared by `talos_config` (top-level options) and
 /// `talos_apply` (sub-options of `render`); documented in both modules' sidecars.
@@ -66,18 +67,6 @@ pub fn options(spec: Spec) -> Spec {
     node_settings::options(spec)
 }
 
-/// The version contract from `talos_version`, and why it is that one (for the result).
-pub fn contract(p: &Params) -> Result<(Contract, String), ModuleError> {
-    let contract = Contract::parse(p.str("talos_version").unwrap_or("v1.13"))
-        .map_err(|e| option_error("talos_version", e))?;
-    // The 1.14 config shape changes what patches may say.
-    let reason = match p.str("talos_version") {
-        Some(v) => format!("talos_version is {v}"),
-        None => "talos_version is not set: the default contract, v1.13".to_string(),
-    };
-    Ok((contract, reason))
-}
-
 /// A config rendered, checked and ready to write or send.
 pub struct Rendered {
     pub config: MachineConfig,
@@ -89,16 +78,16 @@ pub struct Rendered {
     pub shape_key: &'static str,
 }
 
-/// Renders the config that `p` (the options of [`options`]) describes. Every secret value in it is
-/// masked from here on; duplicate patch targets and validation findings are warnings, and a config
-/// that fails validation (with `validate: true`) is an error.
+/// Renders the config that `args` describes. Every secret value in it is masked from here on;
+/// duplicate patch targets and validation findings are warnings, and a config that fails
+/// validation (with `validate: true`) is an error.
 pub fn render(
     ctx: &mut Context,
-    p: &Params,
-    contract: Contract,
+    args: &RenderArgs,
     bundle: Option<&Bundle>,
 ) -> Result<Rendered, ModuleError> {
-    let (config, shape_records) = patched(ctx, p, contract, bundle)?;
+    let contract = args.contract;
+    let (config, shape_records) = patched(ctx, args, bundle)?;
     for s in redact::secret_values(&config) {
         ctx.mask(s);
     }
@@ -118,7 +107,7 @@ pub fn render(
             unknown.join("; ")
         )));
     }
-    if p.bool("validate") {
+    if args.validate {
         match validate::validate(&config) {
             Ok(warnings) => warnings.into_iter().for_each(|w| ctx.warn(w)),
             Err(errors) => {
@@ -148,83 +137,63 @@ pub fn render(
 /// config shape (see `config_shape`).
 fn patched(
     ctx: &mut Context,
-    p: &Params,
-    contract: Contract,
+    args: &RenderArgs,
     bundle: Option<&Bundle>,
 ) -> Result<(MachineConfig, Vec<Value>), ModuleError> {
-    let settings = NodeSettings::from_params(p)?;
-    let mut cfg = if let Some(base) = p.str("base_config") {
-        let text = read_file_or_content(base).map_err(|e| option_error("base_config", e))?;
-        MachineConfig::parse(&text).map_err(|e| option_error("base_config", e))?
-    } else {
-        let bundle = bundle.ok_or_else(|| {
-            ModuleError::new(
-                "rendering a machine config needs the secrets bundle: set secrets_file or secrets",
-            )
-        })?;
-        let mut opts = generate_options(ctx, p, contract)?;
-        if settings.replaces_install_disk(contract) {
-            opts.install_disk = None;
+    let contract = args.contract;
+    let mut cfg = match &args.source {
+        Source::Base(base) => {
+            let text = read_file_or_content(base).map_err(|e| option_error("base_config", e))?;
+            MachineConfig::parse(&text).map_err(|e| option_error("base_config", e))?
         }
-        MachineConfig::generate(bundle, &opts).map_err(module_error)?
+        Source::Generate(generate) => {
+            let bundle = bundle.ok_or_else(|| {
+                ModuleError::new(
+                    "rendering a machine config needs the secrets bundle: set secrets_file or secrets",
+                )
+            })?;
+            let mut opts = generate_options(ctx, generate, contract);
+            if args.settings.replaces_install_disk(contract) {
+                opts.install_disk = None;
+            }
+            MachineConfig::generate(bundle, &opts).map_err(module_error)?
+        }
     };
-    let machine = machine_type_of(p, &cfg)?;
+    let machine = args.machine_type().unwrap_or_else(|| machine_type_of(&cfg));
     // The node's own settings first, so the task's patches still have the last word.
-    if let Some(patch) = settings.patch(ctx, contract, machine)? {
+    if let Some(patch) = args.settings.patch(ctx, contract, machine)? {
         cfg.apply_patches_with(&[patch], Rules::for_contract(contract))
             .map_err(|e| ModuleError::new(format!("the node's settings: {e:#}")))?;
     }
-    let old_shape = if p.bool("convert_patches") {
-        OldShape::Convert
-    } else {
-        OldShape::Refuse
-    };
-    let (patches, records) =
-        patches_for_contract(ctx, load_patches(p)?, contract, machine, old_shape)?;
+    let (patches, records) = patches_for_contract(
+        ctx,
+        load_patches(&args.patches)?,
+        contract,
+        machine,
+        args.old_shape,
+    )?;
     cfg.apply_patches_with(&patches, Rules::for_contract(contract))
         .map_err(|e| ModuleError::new(format!("patches: {e:#}")))?;
     Ok((cfg, records))
 }
 
-/// The machine type patches are converted for: the one rendered, or the base config's.
-fn machine_type_of(p: &Params, cfg: &MachineConfig) -> Result<MachineType, ModuleError> {
-    let name = match p.str("machine_type") {
-        Some(t) => t.to_string(),
-        None => cfg
-            .v1alpha1()
-            .and_then(|d| d.pointer("/machine/type"))
-            .and_then(Value::as_str)
-            .unwrap_or("worker")
-            .to_string(),
-    };
-    Ok(match name.as_str() {
+/// The machine type a base config says it is.
+fn machine_type_of(cfg: &MachineConfig) -> MachineType {
+    let name = cfg
+        .v1alpha1()
+        .and_then(|d| d.pointer("/machine/type"))
+        .and_then(Value::as_str)
+        .unwrap_or("worker");
+    match name {
         "controlplane" | "init" => MachineType::ControlPlane,
         _ => MachineType::Worker,
-    })
+    }
 }
 
-fn generate_options(
-    ctx: &mut Context,
-    p: &Params,
-    contract: Contract,
-) -> Result<GenerateOptions, ModuleError> {
-    let machine_type = match p.str("machine_type") {
-        Some("controlplane") => MachineType::ControlPlane,
-        _ => MachineType::Worker,
-    };
-    let cluster_name = p
-        .str("cluster_name")
-        .filter(|s| !s.is_empty())
-        .ok_or_else(|| ModuleError::new("machine_type needs cluster_name"))?;
-    let endpoint = p
-        .str("cluster_endpoint")
-        .filter(|s| !s.is_empty())
-        .ok_or_else(|| {
-            ModuleError::new(
-                "machine_type needs cluster_endpoint, the Kubernetes API address or URL (e.g. 10.0.0.10 or https://10.0.0.10:6443)",
-            )
-        })?;
-    let endpoint = endpoint_url(endpoint).map_err(|e| option_error("cluster_endpoint", e))?;
+/// talosctl's defaults for the contract, with what the task sets; a port-less endpoint is warned
+/// about, since Kubernetes clients then use 443.
+fn generate_options(ctx: &mut Context, g: &Generate, contract: Contract) -> GenerateOptions {
+    let endpoint = &g.cluster_endpoint;
     if endpoint.implicit_443 {
         ctx.warn(format!(
             "cluster_endpoint {} names no port, so Kubernetes clients use 443; the API server \
@@ -232,60 +201,42 @@ fn generate_options(
             endpoint.url
         ));
     }
-    let mut opts = GenerateOptions::new(contract, machine_type, cluster_name, endpoint.url);
-    if let Some(version) = p.str("kubernetes_version") {
-        let bare = version.trim_start_matches('v');
-        if semver::Version::parse(bare).is_err() {
-            return Err(ModuleError::new(format!(
-                "kubernetes_version must be a version like 1.36.2, got {version:?}"
-            )));
-        }
-        opts.kubernetes_version = bare.to_string();
+    let mut opts = GenerateOptions::new(
+        contract,
+        g.machine_type,
+        &g.cluster_name,
+        endpoint.url.clone(),
+    );
+    if let Some(version) = &g.kubernetes_version {
+        opts.kubernetes_version = version.clone();
     }
-    opts.install_disk = non_empty(p.str("install_disk"));
-    if p.is_set("install_image") {
-        opts.install_image = non_empty(p.str("install_image"));
-        if let Some(image) = &opts.install_image {
-            ferro_talos_config::image::check_reference(image)
-                .map_err(|why| ModuleError::new(format!("install_image: {why}")))?;
-            refuse_unpublished_installer(image)?;
-        }
-    } else if let Some(release) = p.str("talos_version").filter(|v| is_full_release(v)) {
+    opts.install_disk = g.install_disk.clone();
+    match &g.install_image {
+        InstallImage::ContractDefault => {}
+        InstallImage::Given(image) => opts.install_image = image.clone(),
         // A full release (v1.13.9) is the installer a user means, as talosctl of that release
         // writes its own tag: a node booted from that release's media is never pointed at an
         // older installer by a default.
-        opts.install_image = Some(installer_for_release(contract, release));
+        InstallImage::Release(release) => {
+            opts.install_image = Some(installer_for_release(contract, release))
+        }
     }
-    opts.additional_sans = strings(p, "additional_sans");
-    opts.dns_domain = p.str("dns_domain").unwrap_or("cluster.local").to_string();
-    opts.pod_subnets = strings(p, "pod_subnets");
-    opts.service_subnets = strings(p, "service_subnets");
-    opts.allow_scheduling_on_control_planes = p.bool("allow_scheduling_on_control_planes");
-    opts.install_extra_kernel_args = strings(p, "install_extra_kernel_args");
-    if let Some(port) = p.int("local_api_server_port") {
-        opts.local_api_server_port =
-            Some(u16::try_from(port).ok().filter(|p| *p > 0).ok_or_else(|| {
-                ModuleError::new(format!(
-                    "local_api_server_port must be a TCP port (1-65535), got {port}"
-                ))
-            })?);
-    }
-    for (host, url) in p.dict("registry_mirrors").into_iter().flatten() {
-        let url = url.as_str().filter(|u| !u.is_empty()).ok_or_else(|| {
-            ModuleError::new(format!(
-                "registry_mirrors.{host}: expected the mirror URL as a string, e.g. https://mirror.example.com"
-            ))
-        })?;
-        opts.registry_mirrors.push((host.clone(), url.to_string()));
-    }
-    Ok(opts)
+    opts.additional_sans = g.additional_sans.clone();
+    opts.dns_domain = g.dns_domain.clone();
+    opts.pod_subnets = g.pod_subnets.clone();
+    opts.service_subnets = g.service_subnets.clone();
+    opts.allow_scheduling_on_control_planes = g.allow_scheduling_on_control_planes;
+    opts.install_extra_kernel_args = g.install_extra_kernel_args.clone();
+    opts.local_api_server_port = g.local_api_server_port;
+    opts.registry_mirrors = g.registry_mirrors.clone();
+    opts
 }
 
 /// Patches in order; empty ones are dropped (Talos would turn them into an empty JSON patch that
 /// fails on every multi-document config).
-fn load_patches(p: &Params) -> Result<Vec<LabelledPatch>, ModuleError> {
+fn load_patches(given: &[Value]) -> Result<Vec<LabelledPatch>, ModuleError> {
     let mut out = Vec::new();
-    for (i, item) in p.list("patches").unwrap_or_default().iter().enumerate() {
+    for (i, item) in given.iter().enumerate() {
         let label = format!("patches[{i}]");
         let text = match item {
             Value::String(s) if s.starts_with('@') => {
@@ -324,10 +275,9 @@ pub(crate) fn strings(p: &Params, name: &str) -> Vec<String> {
         .collect()
 }
 
-/// `v1.13.9` or `1.13.9-rc.0` (a release), not just the contract `v1.13`.
 /// A node installs from `image` only if its registry has it: the stock installer of a release
 /// ghcr.io no longer carries (1.14 on) would be pulled again and again and never installed.
-fn refuse_unpublished_installer(image: &str) -> Result<(), ModuleError> {
+pub(super) fn refuse_unpublished_installer(image: &str) -> Result<(), ModuleError> {
     use ferro_talos_config::image::{split_image, unpublished_installer};
     let (repository, tag) = split_image(image.trim());
     let release = tag.and_then(|t| semver::Version::parse(t.trim_start_matches('v')).ok());
@@ -337,16 +287,12 @@ fn refuse_unpublished_installer(image: &str) -> Result<(), ModuleError> {
     }
 }
 
-fn is_full_release(version: &str) -> bool {
-    version.trim().trim_start_matches('v').split('.').count() >= 3
-}
-
-fn non_empty(value: Option<&str>) -> Option<String> {
+pub(super) fn non_empty(value: Option<&str>) -> Option<String> {
     value.filter(|s| !s.is_empty()).map(str::to_string)
 }
 
 /// The whole error chain (`{:#}`), of an anyhow error or of a library crate's typed one.
-fn option_error(option: &str, e: impl std::fmt::Display) -> ModuleError {
+pub(super) fn option_error(option: &str, e: impl std::fmt::Display) -> ModuleError {
     ModuleError::new(format!("{option}: {e:#}"))
 }
 
