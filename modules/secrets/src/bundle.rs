@@ -468,7 +468,7 @@ impl Validator {
         if !value.is_empty() {
             let name = format!("{path}.key");
             if let Err(e) = pki::decode_b64_pem(&name, &value).and_then(|pem_text| {
-                keys::load(&pem_text).map_err(|e| Error::new(e.kind(), format!("{name}: {e}")))
+                keys::check(&pem_text).map_err(|e| Error::new(e.kind(), format!("{name}: {e}")))
             }) {
                 self.error(format!(
                     "{name}: not a valid base64 PEM private key ({})",

@@ -106,6 +106,29 @@ pub fn generate(kind: KeyKind) -> Result<GeneratedKey> {
 
 /// Parses a private key PEM in any encoding Talos accepts. Errors never quote the key.
 pub fn load(pem_text: &str) -> Result<KeyPair> {
+    let block = private_key_block(pem_text)?;
+    KeyPair::try_from(block.contents()).map_err(|_| unusable(block.tag()))
+}
+
+/// Checks that `pem_text` holds a private key Talos accepts, as [`load`] does, except that a
+/// PKCS#1 RSA key is checked for its shape only (nine integers, version 0, an odd public
+/// exponent). Loading an RSA-4096 key checks its arithmetic, which costs about a millisecond,
+/// most of a module run that only copies the bundle's service-account key into a config; a key
+/// that is used to sign is still loaded with [`load`].
+pub fn check(pem_text: &str) -> Result<()> {
+    let block = private_key_block(pem_text)?;
+    if block.tag() == LABEL_RSA {
+        return match is_pkcs1_shaped(block.contents()) {
+            true => Ok(()),
+            false => Err(unusable(block.tag())),
+        };
+    }
+    KeyPair::try_from(block.contents())
+        .map(|_| ())
+        .map_err(|_| unusable(block.tag()))
+}
+
+fn private_key_block(pem_text: &str) -> Result<pem::Pem> {
     let invalid = |message: String| Error::new(ErrorKind::InvalidKey, message);
     let block = pem::parse(pem_text).map_err(|_| invalid("not a PEM block".into()))?;
     let label = block.tag();
@@ -115,11 +138,43 @@ pub fn load(pem_text: &str) -> Result<KeyPair> {
              {LABEL_RSA} or {LABEL_PKCS8})"
         )));
     }
-    KeyPair::try_from(block.contents()).map_err(|_| {
-        invalid(format!(
-            "{label} does not hold a usable Ed25519, ECDSA or RSA key"
-        ))
-    })
+    Ok(block)
+}
+
+fn unusable(label: &str) -> Error {
+    Error::new(
+        ErrorKind::InvalidKey,
+        format!("{label} does not hold a usable Ed25519, ECDSA or RSA key"),
+    )
+}
+
+/// RFC 8017's RSAPrivateKey: SEQUENCE { version 0, n, e, d, p, q, dP, dQ, qInv }, every integer
+/// positive, `e` odd, nothing after the sequence: the shape Go's `x509.ParsePKCS1PrivateKey`
+/// (`crypto/x509/pkcs1.go`, Go 1.26) requires before it validates the arithmetic, which Talos's
+/// and Kubernetes' Go programs do when they load the key.
+fn is_pkcs1_shaped(der_bytes: &[u8]) -> bool {
+    let Some((mut body, rest)) = der::expect(der_bytes, der::TAG_SEQUENCE) else {
+        return false;
+    };
+    if !rest.is_empty() {
+        return false;
+    }
+    for index in 0..9 {
+        let Some((int, next)) = der::expect(body, der::TAG_INTEGER) else {
+            return false;
+        };
+        let non_negative = int.first().is_some_and(|b| b & 0x80 == 0);
+        let fits = match index {
+            0 => int == [0],
+            2 => int.last().is_some_and(|b| b & 1 == 1),
+            _ => int.iter().any(|b| *b != 0),
+        };
+        if !non_negative || !fits {
+            return false;
+        }
+        body = next;
+    }
+    body.is_empty()
 }
 
 /// The key family a certificate signed by `ca_key` should get (Talos: the leaf follows the CA).
@@ -215,6 +270,32 @@ mod tests {
     fn der_of(pem_text: &str) -> (String, Vec<u8>) {
         let block = pem::parse(pem_text).unwrap();
         (block.tag().to_string(), block.contents().to_vec())
+    }
+
+    #[test]
+    fn check_accepts_what_load_accepts_and_refuses_a_misshapen_rsa_key() {
+        for kind in [KeyKind::Ed25519, KeyKind::EcdsaP256, KeyKind::Rsa4096] {
+            let key = generate(kind).unwrap();
+            assert!(load(&key.pem).is_ok() && check(&key.pem).is_ok(), "{kind:?}");
+        }
+        let rsa = generate(KeyKind::Rsa4096).unwrap();
+        let (_, der) = der_of(&rsa.pem);
+        // One integer short, a trailing byte (Go refuses it; aws-lc, under load, does not),
+        // version 1 without its extra primes: each refused with load's words.
+        let mut short = der.clone();
+        short.truncate(der.len() - 3);
+        let mut trailing = der.clone();
+        trailing.push(0);
+        let mut version_1 = der.clone();
+        let at = der.windows(3).position(|w| w == [0x02, 0x01, 0x00]).unwrap();
+        version_1[at + 2] = 1;
+        for (what, bad) in [("short", short), ("trailing", trailing), ("version 1", version_1)] {
+            let text = pem_encode(LABEL_RSA, &bad);
+            let e = check(&text).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::InvalidKey, "{what}");
+            assert!(format!("{e}").contains("does not hold a usable"), "{what}: {e}");
+        }
+        assert!(check("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n").is_err());
     }
 
     #[test]
