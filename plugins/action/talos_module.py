@@ -4,9 +4,9 @@
 Every module is one program, `ferro-talos`, shipped per platform as `bin/ferro-talos-<os>-<arch>` in the
 collection; the program runs the module its arguments file names. This plugin runs it:
 
-- On the controller (`connection: local`, `delegate_to: localhost`, no become), in place: the arguments
-  are written 0600 into a private directory, the controller's own binary runs once, its JSON is the
-  result, and the directory is removed. No copy, no chmod, no remote temporary directory.
+- On the controller (`connection: local`, `delegate_to: localhost`, no become), in place: the controller's
+  own binary runs once with the arguments on a pipe (`/dev/stdin` as its arguments file), and its JSON is
+  the result. No file, no copy, no chmod, no temporary directory.
 - Anywhere else (a task delegated to a bastion host, or `become`), the way Ansible runs any binary
   module: a temporary directory on that host, the binary for that host's platform (`uname -sm`, asked
   once per host) and the arguments file transferred, run, cleaned up.
@@ -32,9 +32,7 @@ from __future__ import annotations
 import json
 import os
 import platform
-import shutil
 import subprocess
-import tempfile
 
 import yaml
 from ansible.errors import AnsibleConnectionFailure, AnsibleError
@@ -147,15 +145,10 @@ class ActionModule(NormalAction):
         environment = {}
         self._compute_environment_string(environment)
         env = {**os.environ, **{str(k): str(v) for k, v in environment.items()}}
-        private = tempfile.mkdtemp(prefix="ferro-talos-")  # mode 0700
-        try:
-            args_path = os.path.join(private, "args")
-            fd = os.open(args_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(self._args_json(args))
-            proc = subprocess.run([binary, args_path], capture_output=True, env=env, check=False)
-        finally:
-            shutil.rmtree(private, ignore_errors=True)
+        # The arguments go down a pipe, named to the program as its arguments file: nothing is
+        # written to disk (they may hold the decrypted bundle) and nothing is left to clean up.
+        proc = subprocess.run([binary, "/dev/stdin"], input=self._args_json(args).encode("utf-8"),
+                              capture_output=True, env=env, check=False)
         return self._result({
             "rc": proc.returncode,
             "stdout": proc.stdout.decode("utf-8", "replace"),

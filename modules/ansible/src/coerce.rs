@@ -55,7 +55,7 @@ fn repr(value: &Value) -> String {
 /// - booleans are not accepted as `int` or `float`, and `nan`/`inf` are not floats;
 /// - lists and dicts are not converted to `str`;
 /// - a string converted to a list has its items trimmed, and the empty string is the empty list.
-pub fn coerce(ty: Type, value: &Value) -> Result<Value, String> {
+pub(crate) fn coerce(ty: Type, value: &Value) -> Result<Value, String> {
     match ty {
         Type::Str => to_str(value).map(Value::String),
         Type::Bool => to_bool(value).map(Value::Bool),

@@ -50,7 +50,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::{Map, Value};
 
-pub use coerce::{coerce, expand_path};
+pub use coerce::expand_path;
 pub use context::Context;
 pub use error::{ArgsError, ArgsErrorKind};
 pub use mask::{MASK, MIN_SUBSTRING_LEN, Masker};
@@ -78,10 +78,24 @@ pub fn run_module<F>(name: &str, spec: Spec, body: F) -> !
 where
     F: FnOnce(&mut Context, &Params) -> Result<ModuleResult, ModuleError>,
 {
+    let args_file = std::env::args_os().nth(1).map(PathBuf::from);
+    run_module_with_args(name, spec, read_args(args_file.as_deref()), body)
+}
+
+/// [`run_module`] with the arguments already read (by [`read_args`]): a program that picks the
+/// module from its arguments reads them once.
+pub fn run_module_with_args<F>(
+    name: &str,
+    spec: Spec,
+    args: Result<Map<String, Value>, ArgsError>,
+    body: F,
+) -> !
+where
+    F: FnOnce(&mut Context, &Params) -> Result<ModuleResult, ModuleError>,
+{
     // In a module process, no panic from any thread may write to stdout or stderr.
     SILENCE_ALL.store(true, Ordering::SeqCst);
-    let args_file = std::env::args_os().nth(1).map(PathBuf::from);
-    let outcome = execute(name, &spec, args_file.as_deref(), body);
+    let outcome = execute_with_args(name, &spec, args, body);
     let mut stdout = std::io::stdout().lock();
     let written = writeln!(stdout, "{}", outcome.to_line()).and_then(|()| stdout.flush());
     std::process::exit(if written.is_ok() {
@@ -126,6 +140,18 @@ pub fn execute<F>(name: &str, spec: &Spec, args_file: Option<&Path>, body: F) ->
 where
     F: FnOnce(&mut Context, &Params) -> Result<ModuleResult, ModuleError>,
 {
+    execute_with_args(name, spec, read_args(args_file), body)
+}
+
+fn execute_with_args<F>(
+    name: &str,
+    spec: &Spec,
+    args: Result<Map<String, Value>, ArgsError>,
+    body: F,
+) -> Outcome
+where
+    F: FnOnce(&mut Context, &Params) -> Result<ModuleResult, ModuleError>,
+{
     install_panic_hook();
     let _quiet = QuietPanics::enter();
     let mut run = Run {
@@ -133,7 +159,7 @@ where
         secrets: BTreeSet::new(),
         ctx: None,
     };
-    let json = match panic::catch_unwind(AssertUnwindSafe(|| run.go(spec, args_file, body))) {
+    let json = match panic::catch_unwind(AssertUnwindSafe(|| run.go(spec, args, body))) {
         Ok(json) => json,
         Err(payload) => run.panicked(payload.as_ref()),
     };
@@ -162,11 +188,11 @@ struct Run {
 }
 
 impl Run {
-    fn go<F>(&mut self, spec: &Spec, args_file: Option<&Path>, body: F) -> Value
+    fn go<F>(&mut self, spec: &Spec, args: Result<Map<String, Value>, ArgsError>, body: F) -> Value
     where
         F: FnOnce(&mut Context, &Params) -> Result<ModuleResult, ModuleError>,
     {
-        let args = match read_args(args_file) {
+        let args = match args {
             Ok(args) => args,
             Err(e) => return failure(e.msg()),
         };
@@ -241,7 +267,9 @@ impl Run {
     }
 }
 
-fn read_args(args_file: Option<&Path>) -> Result<Map<String, Value>, ArgsError> {
+/// The JSON object in the arguments file Ansible passes as `argv[1]` (`/dev/stdin` when the
+/// collection's action plugin pipes them, so they never touch a disk).
+pub fn read_args(args_file: Option<&Path>) -> Result<Map<String, Value>, ArgsError> {
     let file_error = |msg: String| ArgsError::new(ArgsErrorKind::ArgsFile, msg);
     let Some(path) = args_file else {
         return Err(file_error(

@@ -377,7 +377,7 @@ impl Spec {
 
     /// Finds mistakes in the spec itself (a bug in the module, not in the user's input): duplicate
     /// names, rules naming unknown options, defaults that do not fit their type or choices.
-    pub fn check(&self) -> Result<(), String> {
+    pub(crate) fn check(&self) -> Result<(), String> {
         let mut seen: Vec<&str> = Vec::new();
         for opt in &self.opts {
             for name in std::iter::once(&opt.name).chain(&opt.aliases) {

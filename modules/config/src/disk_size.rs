@@ -3,6 +3,8 @@
 //! `pkg/machinery/config/types/v1alpha1/v1alpha1_types.go`, v1.13.9): an optional operator, then
 //! a size.
 
+use crate::error::{Error, ErrorKind, Result};
+
 /// The comparison of a size condition; none written means `==`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SizeOp {
@@ -44,7 +46,7 @@ pub struct SizeCondition {
 }
 
 impl SizeCondition {
-    pub fn parse(condition: &str) -> Result<SizeCondition, String> {
+    pub fn parse(condition: &str) -> Result<SizeCondition> {
         let condition = condition.trim();
         // Upstream's regexp tries the operators in this order.
         let ops = [
@@ -59,9 +61,12 @@ impl SizeCondition {
             .find_map(|(text, op)| condition.strip_prefix(text).map(|rest| (*op, rest)))
             .unwrap_or((SizeOp::Equal, condition));
         let bytes = parse_human_bytes(rest).ok_or_else(|| {
-            format!(
-                "cannot read the disk size condition {condition:?}: expected \
-                 [>=|<=|>|<|==]<size>[units], such as >= 100GB"
+            Error::new(
+                ErrorKind::InvalidDiskSize,
+                format!(
+                    "cannot read the disk size condition {condition:?}: expected \
+                     [>=|<=|>|<|==]<size>[units], such as >= 100GB"
+                ),
             )
         })?;
         Ok(SizeCondition { op, bytes })
@@ -126,6 +131,7 @@ mod tests {
         assert_eq!((c.op, c.bytes), (SizeOp::Below, 500_000_000_000));
         assert!(c.matches(499_999_999_999) && !c.matches(500_000_000_000));
         let err = SizeCondition::parse("big").unwrap_err();
-        assert!(err.contains(">= 100GB"), "{err}");
+        assert_eq!(err.kind(), ErrorKind::InvalidDiskSize);
+        assert!(err.to_string().contains(">= 100GB"), "{err}");
     }
 }

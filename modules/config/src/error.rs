@@ -46,6 +46,9 @@ pub enum ErrorKind {
     /// ([`adopt::bundle_from_config`](crate::adopt::bundle_from_config)): no v1alpha1 document,
     /// a worker's config, or a secret field missing or invalid.
     NoBundleInConfig,
+    /// A disk size or size condition (`>= 100GB`) that does not read as Talos reads one
+    /// ([`SizeCondition::parse`](crate::disk_size::SizeCondition::parse)).
+    InvalidDiskSize,
 }
 
 /// A failed operation of this crate: its kind and message, and the error it wraps (see

@@ -8,8 +8,9 @@
 
 use std::path::Path;
 
-use ferro_ansible_protocol::run_module;
+use ferro_ansible_protocol::{read_args, run_module_with_args};
 use ferro_talos_tasks::catalog::{MODULES, Module, module};
+use serde_json::{Map, Value};
 
 /// `--argument-specs`: every module's options as an Ansible argument spec, one JSON object, so
 /// the tests can check each module's documentation against what its code takes.
@@ -24,11 +25,14 @@ fn main() {
         println!("{}", serde_json::Value::Object(specs));
         return;
     }
-    let Some(Module { name, spec, run }) = module_by_program_name().or_else(module_by_arguments)
-    else {
+    // Read once: the arguments may come down a pipe (`/dev/stdin`), which cannot be read twice.
+    let args_file = std::env::args_os().nth(1).map(std::path::PathBuf::from);
+    let args = read_args(args_file.as_deref());
+    let chosen = module_by_program_name().or_else(|| module_by_arguments(args.as_ref().ok()?));
+    let Some(Module { name, spec, run }) = chosen else {
         refuse();
     };
-    run_module(name, spec(), run)
+    run_module_with_args(name, spec(), args, run)
 }
 
 fn module_by_program_name() -> Option<&'static Module> {
@@ -36,10 +40,7 @@ fn module_by_program_name() -> Option<&'static Module> {
     module(Path::new(&program).file_name()?.to_str()?)
 }
 
-fn module_by_arguments() -> Option<&'static Module> {
-    let path = std::env::args_os().nth(1)?;
-    let text = std::fs::read_to_string(path).ok()?;
-    let args: serde_json::Value = serde_json::from_str(&text).ok()?;
+fn module_by_arguments(args: &Map<String, Value>) -> Option<&'static Module> {
     module(args.get("_ansible_module_name")?.as_str()?)
 }
 

@@ -276,7 +276,10 @@ mod tests {
     fn check_accepts_what_load_accepts_and_refuses_a_misshapen_rsa_key() {
         for kind in [KeyKind::Ed25519, KeyKind::EcdsaP256, KeyKind::Rsa4096] {
             let key = generate(kind).unwrap();
-            assert!(load(&key.pem).is_ok() && check(&key.pem).is_ok(), "{kind:?}");
+            assert!(
+                load(&key.pem).is_ok() && check(&key.pem).is_ok(),
+                "{kind:?}"
+            );
         }
         let rsa = generate(KeyKind::Rsa4096).unwrap();
         let (_, der) = der_of(&rsa.pem);
@@ -287,13 +290,23 @@ mod tests {
         let mut trailing = der.clone();
         trailing.push(0);
         let mut version_1 = der.clone();
-        let at = der.windows(3).position(|w| w == [0x02, 0x01, 0x00]).unwrap();
+        let at = der
+            .windows(3)
+            .position(|w| w == [0x02, 0x01, 0x00])
+            .unwrap();
         version_1[at + 2] = 1;
-        for (what, bad) in [("short", short), ("trailing", trailing), ("version 1", version_1)] {
+        for (what, bad) in [
+            ("short", short),
+            ("trailing", trailing),
+            ("version 1", version_1),
+        ] {
             let text = pem_encode(LABEL_RSA, &bad);
             let e = check(&text).unwrap_err();
             assert_eq!(e.kind(), ErrorKind::InvalidKey, "{what}");
-            assert!(format!("{e}").contains("does not hold a usable"), "{what}: {e}");
+            assert!(
+                format!("{e}").contains("does not hold a usable"),
+                "{what}: {e}"
+            );
         }
         assert!(check("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n").is_err());
     }

@@ -180,14 +180,6 @@ pub struct Target {
 }
 
 impl Target {
-    pub fn from_params_p(p: &Params) -> Result<Target, ModuleError> {
-        node_target(p, &ConnectionArgs::from_params(p)?)
-    }
-
-    pub fn for_node_p(p: &Params, node: &str, option: &str) -> Result<Target, ModuleError> {
-        ConnectionArgs::from_params(p)?.target(node, option)
-    }
-
     /// Whether calls go through another node's apid.
     pub fn routed(&self) -> bool {
         host_of(&self.endpoint) != host_of(&self.node)
@@ -389,40 +381,6 @@ fn derive_from_bundle(ctx: &mut Context, bundle: &Bundle) -> Result<Credentials,
         })?;
     ctx.mask(creds.key_pem.clone());
     Ok(creds)
-}
-
-// Transition wrappers: removed once every module reads its options into `Args`.
-pub fn connect_options_p(
-    p: &Params,
-    call_timeout: Duration,
-) -> Result<ConnectOptions, ModuleError> {
-    Ok(ConnectionArgs::from_params(p)?.connect_options(call_timeout))
-}
-pub fn credentials_p(
-    ctx: &mut Context,
-    p: &Params,
-) -> Result<Option<(Credentials, CredentialSource)>, ModuleError> {
-    credentials(ctx, &ConnectionArgs::from_params(p)?)
-}
-pub fn require_credentials_p(
-    ctx: &mut Context,
-    p: &Params,
-) -> Result<(Credentials, CredentialSource), ModuleError> {
-    require_credentials(ctx, &ConnectionArgs::from_params(p)?)
-}
-pub fn talosconfig_endpoints_p(p: &Params, source: &CredentialSource) -> Vec<String> {
-    ConnectionArgs::from_params(p)
-        .map(|c| talosconfig_endpoints(&c, source))
-        .unwrap_or_default()
-}
-pub fn load_bundle_p(ctx: &mut Context, p: &Params) -> Result<Option<Bundle>, ModuleError> {
-    load_bundle(ctx, &ConnectionArgs::from_params(p)?.secrets)
-}
-pub fn read_secrets_file_p(
-    p: &Params,
-    path: &std::path::Path,
-) -> Result<Option<Bundle>, ModuleError> {
-    read_bundle_file(path, p.dict(SECRETS_FILE_DECRYPTED))
 }
 
 /// Opens a mutual-TLS client to `target` (routed to the node when the endpoint differs).

@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use ferro_ansible_protocol::{Context, ModuleError, Params};
+use ferro_ansible_protocol::{Context, ModuleError};
 use ferro_talos_client::TalosClient;
 use ferro_talos_kube::KubeAccess;
 
@@ -26,12 +26,6 @@ pub enum KubeCredentials {
 }
 
 impl KubeCredentials {
-    /// Transition wrapper: removed once every module reads its options into `Args`.
-    pub fn from_params(ctx: &mut Context, p: &Params) -> Result<KubeCredentials, ModuleError> {
-        let secrets = connection::ConnectionArgs::from_params(p)?.secrets;
-        KubeCredentials::load(ctx, p.path("kubeconfig").as_deref(), &secrets)
-    }
-
     /// From the task's `kubeconfig` option, else its secrets bundle, else the Talos API.
     pub fn load(
         ctx: &mut Context,

@@ -2,13 +2,16 @@
 
 use std::time::{Duration, Instant};
 
-use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Opt, Params, Spec, Type};
+use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Opt, Spec, Type};
 use ferro_talos_client::{ConnectOptions, Credentials, ErrorKind, NodeMode, probe};
 use serde_json::json;
 
 use crate::shared::connection::{self, Target, with_connection_options};
 use crate::shared::etcd_members::{self, EtcdWait, Members};
 use crate::shared::failure::{OrFail, client_failure};
+
+mod args;
+pub use args::Args;
 
 /// How long to wait before asking a node that was not ready to bootstrap again.
 const BOOTSTRAP_RETRY: Duration = Duration::from_millis(500);
@@ -24,32 +27,26 @@ pub fn spec() -> Spec {
         .option(Opt::int("timeout").default(300))
 }
 
-fn run_params(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
-    let target = Target::from_params_p(p)?;
-    let timeout = crate::shared::options::wait_seconds(p, "timeout", 300)?;
-    let others: Vec<String> = crate::shared::options::other_control_planes(p, &target.node);
-    let opts = connection::connect_options_p(p, Duration::from_secs(20))?;
-    let creds = connection::credentials_p(ctx, p)?;
-    connection::block_on(bootstrap(
-        ctx,
-        p,
-        &target,
-        &others,
-        creds.map(|c| c.0),
-        opts,
-        timeout,
-    ))?
+pub fn run(ctx: &mut Context, args: Args) -> Result<ModuleResult, ModuleError> {
+    let opts = args.connection.connect_options(Duration::from_secs(20));
+    let creds = connection::credentials(ctx, &args.connection)?;
+    connection::block_on(bootstrap(ctx, &args, creds.map(|c| c.0), opts))?
 }
 
 async fn bootstrap(
     ctx: &mut Context,
-    p: &Params,
-    target: &Target,
-    others: &[String],
+    args: &Args,
     creds: Option<Credentials>,
     opts: ConnectOptions,
-    timeout: Duration,
 ) -> Result<ModuleResult, ModuleError> {
+    let Args {
+        connection,
+        target,
+        others,
+        wait,
+        timeout,
+    } = args;
+    let timeout = *timeout;
     let result = ModuleResult::unchanged().with("node", target.node.clone());
     let Some(creds) = creds else {
         // Without credentials we can only tell maintenance mode from the rest.
@@ -57,30 +54,14 @@ async fn bootstrap(
         if mode == NodeMode::Maintenance && ctx.check_mode {
             return Ok(maintenance_answer(result, target));
         }
-        return Err(connection::require_credentials_p(ctx, p)
+        return Err(connection::require_credentials(ctx, connection)
             .err()
             .unwrap_or_else(|| ModuleError::new("no credentials for the Talos API")));
     };
 
     // Ask this node and the other control planes: any member anywhere means the cluster exists,
     // and bootstrapping a second node would split it.
-    let nodes: Vec<&String> = std::iter::once(&target.node).chain(others).collect();
-    let targets: Vec<Target> = nodes
-        .iter()
-        .map(|node| Target {
-            node: (*node).clone(),
-            endpoint: if *node == &target.node {
-                target.endpoint.clone()
-            } else {
-                (*node).clone()
-            },
-        })
-        .collect();
-    let answers: Vec<(String, Members)> = nodes
-        .into_iter()
-        .cloned()
-        .zip(etcd_members::ask_all(&targets, &creds, &opts).await)
-        .collect();
+    let answers = ask_every_control_plane(target, others, &creds, &opts).await;
     if let Some((node, n)) = answers.iter().find_map(|(node, a)| match a {
         Members::Present(m) => Some((node, m.len())),
         _ => None,
@@ -139,19 +120,64 @@ async fn bootstrap(
                 evidence.join("; ")
             )));
     }
+    if !bootstrap_when_ready(target, &creds, &opts, timeout).await? {
+        return Ok(result.with("bootstrap_needed", false).msg(format!(
+            "etcd on {} is already bootstrapped (etcd data directory is not empty)",
+            target.node
+        )));
+    }
+    if *wait {
+        wait_for_etcd(target, &creds, &opts, timeout).await?;
+    }
+    Ok(ModuleResult::changed()
+        .with("node", target.node.clone())
+        .with("bootstrap_needed", true)
+        .msg(format!("bootstrapped etcd on {}", target.node)))
+}
+
+/// What `target` and the other control planes say of their etcd members (the others asked
+/// directly, at their own addresses), in that order.
+async fn ask_every_control_plane(
+    target: &Target,
+    others: &[String],
+    creds: &Credentials,
+    opts: &ConnectOptions,
+) -> Vec<(String, Members)> {
+    let nodes: Vec<&String> = std::iter::once(&target.node).chain(others).collect();
+    let targets: Vec<Target> = nodes
+        .iter()
+        .map(|node| Target {
+            node: (*node).clone(),
+            endpoint: if *node == &target.node {
+                target.endpoint.clone()
+            } else {
+                (*node).clone()
+            },
+        })
+        .collect();
+    nodes
+        .into_iter()
+        .cloned()
+        .zip(etcd_members::ask_all(&targets, creds, opts).await)
+        .collect()
+}
+
+/// Bootstraps etcd on `target`, retrying while the node is not ready yet, for up to `timeout`:
+/// false when its etcd data directory was not empty (it was bootstrapped before).
+async fn bootstrap_when_ready(
+    target: &Target,
+    creds: &Credentials,
+    opts: &ConnectOptions,
+    timeout: Duration,
+) -> Result<bool, ModuleError> {
     let deadline = Instant::now() + timeout;
-    let client = connection::connect(target, &creds, opts.clone())
+    let client = connection::connect(target, creds, opts.clone())
         .await
         .or_fail()?;
     loop {
         match client.bootstrap().await {
-            Ok(()) => break,
-            Err(e) if e.kind == ErrorKind::AlreadyExists => {
-                return Ok(result.with("bootstrap_needed", false).msg(format!(
-                    "etcd on {} is already bootstrapped (etcd data directory is not empty)",
-                    target.node
-                )));
-            }
+            Ok(()) => return Ok(true),
+            Err(e) if e.kind == ErrorKind::AlreadyExists => return Ok(false),
             // A node that just booted refuses Bootstrap until its CRI is up and its clock is
             // synced (FailedPrecondition "bootstrap is not available yet", "time is not in sync
             // yet": v1alpha1_server.go at v1.13.9); talosctl cluster create retries these
@@ -173,13 +199,6 @@ async fn bootstrap(
             Err(e) => return Err(client_failure(e)),
         }
     }
-    if p.bool("wait") {
-        wait_for_etcd(target, &creds, &opts, timeout).await?;
-    }
-    Ok(ModuleResult::changed()
-        .with("node", target.node.clone())
-        .with("bootstrap_needed", true)
-        .msg(format!("bootstrapped etcd on {}", target.node)))
 }
 
 fn maintenance_answer(result: ModuleResult, target: &Target) -> ModuleResult {
@@ -210,15 +229,4 @@ async fn wait_for_etcd(
     ))
     .with("node", target.node.clone())
     .changed(true))
-}
-
-// PLACEHOLDER until this module reads typed arguments in args.rs.
-pub struct Args(Params);
-impl Args {
-    pub fn from_params(p: &Params) -> Result<Args, ModuleError> {
-        Ok(Args(p.clone()))
-    }
-}
-pub fn run(ctx: &mut Context, args: Args) -> Result<ModuleResult, ModuleError> {
-    run_params(ctx, &args.0)
 }

@@ -13,14 +13,17 @@
 
 use std::time::Duration;
 
-use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Opt, Params, Spec};
+use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Opt, Spec};
 use ferro_talos_client::proto::machine::EtcdMember;
 use serde_json::{Value, json};
 
-use crate::shared::connection::{self, Target, with_connection_options};
+use crate::shared::connection::{self, with_connection_options};
 use crate::shared::etcd_members;
 use crate::shared::failure::{OrFail, client_failure};
 use crate::shared::node_power;
+
+mod args;
+pub use args::Args;
 
 /// How a member goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,18 +58,15 @@ pub fn spec() -> Spec {
 /// v1.14.1). Ten minutes covers that.
 const LEAVE_TIMEOUT_SECS: i64 = 600;
 
-fn run_params(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
-    let target = Target::from_params_p(p)?;
-    let wanted = p.str("member").unwrap_or_default().trim().to_string();
-    if wanted.is_empty() {
-        return Err(ModuleError::new(
-            "member must name the etcd member to remove: its node's address (10.0.0.4), its \
-             hostname, or its id as `talosctl etcd members` prints it",
-        ));
-    }
-    let timeout = crate::shared::options::wait_seconds(p, "timeout", LEAVE_TIMEOUT_SECS)?;
-    let (creds, _) = connection::require_credentials_p(ctx, p)?;
-    let opts = connection::connect_options_p(p, Duration::from_secs(30))?;
+pub fn run(ctx: &mut Context, args: Args) -> Result<ModuleResult, ModuleError> {
+    let Args {
+        connection,
+        target,
+        member: wanted,
+        timeout,
+    } = args;
+    let (creds, _) = connection::require_credentials(ctx, &connection)?;
+    let opts = connection.connect_options(Duration::from_secs(30));
     connection::block_on(async {
         let node = target.node.clone();
         let client = node_power::configured_client(&target, &creds, &opts, "etcd's API").await?;
@@ -120,7 +120,7 @@ fn run_params(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError
         }
         match method {
             Method::Leave => {
-                let member_node = Target::for_node_p(p, &host, "member")?;
+                let member_node = connection.target(&host, "member")?;
                 let member_client = connection::connect(&member_node, &creds, opts.clone())
                     .await
                     .or_fail()?;
@@ -232,15 +232,4 @@ mod tests {
         assert!(find(&ms, "cp3").is_none());
         assert!(find(&ms, "10.0.0.9").is_none());
     }
-}
-
-// PLACEHOLDER until this module reads typed arguments in args.rs.
-pub struct Args(Params);
-impl Args {
-    pub fn from_params(p: &Params) -> Result<Args, ModuleError> {
-        Ok(Args(p.clone()))
-    }
-}
-pub fn run(ctx: &mut Context, args: Args) -> Result<ModuleResult, ModuleError> {
-    run_params(ctx, &args.0)
 }

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
-use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Opt, Params, Spec, Type};
+use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Opt, Spec, Type};
 use ferro_talos_client::{Credentials, ErrorKind};
 use serde_json::json;
 use sha2::{Digest, Sha256};
@@ -28,6 +28,9 @@ use sha2::{Digest, Sha256};
 use crate::shared::connection::{self, Target, with_connection_options};
 use crate::shared::etcd_members::{self, EtcdWait, Members};
 use crate::shared::failure::{OrFail, client_failure};
+
+mod args;
+pub use args::Args;
 
 /// bbolt's meta page magic, at offset 16 of the file (etcd's backend is a bbolt database).
 const BBOLT_MAGIC: u32 = 0xED0C_DAED;
@@ -143,9 +146,16 @@ fn size_text(bytes: u64) -> String {
     }
 }
 
-fn run_params(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
-    let target = Target::from_params_p(p)?;
-    let path = p.path("snapshot").unwrap_or_default();
+pub fn run(ctx: &mut Context, args: Args) -> Result<ModuleResult, ModuleError> {
+    let Args {
+        connection,
+        target,
+        snapshot: path,
+        skip_hash_check: skip,
+        others,
+        wait,
+        timeout,
+    } = args;
     let unreadable = |e: std::io::Error| {
         ModuleError::new(format!(
             "snapshot {}: cannot read it ({e}); give the file talos_etcd_snapshot saved",
@@ -160,15 +170,12 @@ fn run_params(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError
             path.display()
         )));
     }
-    let skip = p.bool("skip_hash_check");
     let checked = check_snapshot(&file, meta.len(), skip)
         .map_err(|why| ModuleError::new(format!("snapshot {} {why}", path.display())))?;
     file.rewind().map_err(unreadable)?;
     let integrity = checked.integrity;
-    let timeout = crate::shared::options::wait_seconds(p, "timeout", 600)?;
-    let others: Vec<String> = crate::shared::options::other_control_planes(p, &target.node);
-    let (creds, _) = connection::require_credentials_p(ctx, p)?;
-    let mut opts = connection::connect_options_p(p, Duration::from_secs(30))?;
+    let (creds, _) = connection::require_credentials(ctx, &connection)?;
+    let mut opts = connection.connect_options(Duration::from_secs(30));
     opts.stream_timeout = timeout;
     let result = ModuleResult::unchanged()
         .with("node", target.node.clone())
@@ -177,16 +184,9 @@ fn run_params(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError
         .with("integrity", integrity);
     connection::block_on(async {
         // Any member anywhere means etcd runs: recovering would start a second cluster.
-        for node in std::iter::once(&target.node).chain(&others) {
-            let t = if *node == target.node {
-                Target {
-                    node: target.node.clone(),
-                    endpoint: target.endpoint.clone(),
-                }
-            } else {
-                Target::for_node_p(p, node, "control_plane_nodes")?
-            };
-            match etcd_members::ask(&t, &creds, &opts).await {
+        for t in std::iter::once(&target).chain(&others) {
+            let node = &t.node;
+            match etcd_members::ask(t, &creds, &opts).await {
                 Members::Present(m) => {
                     return Ok(result.msg(format!(
                         "etcd runs with {} member(s) (asked {node}): nothing to recover",
@@ -225,7 +225,7 @@ fn run_params(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError
             size: checked.size,
         };
         recover(&target, &creds, &opts, snapshot, skip, deadline).await?;
-        if p.bool("wait") {
+        if wait {
             wait_running(&target, &creds, &opts, deadline).await?;
         }
         Ok(result.msg(format!(
@@ -443,15 +443,4 @@ mod tests {
         let short = check_snapshot(&db[..8192], 9000, true).unwrap_err();
         assert!(short.contains("changed while it was read"), "{short}");
     }
-}
-
-// PLACEHOLDER until this module reads typed arguments in args.rs.
-pub struct Args(Params);
-impl Args {
-    pub fn from_params(p: &Params) -> Result<Args, ModuleError> {
-        Ok(Args(p.clone()))
-    }
-}
-pub fn run(ctx: &mut Context, args: Args) -> Result<ModuleResult, ModuleError> {
-    run_params(ctx, &args.0)
 }

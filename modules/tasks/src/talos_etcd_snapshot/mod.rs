@@ -1,14 +1,18 @@
 //! `talos_etcd_snapshot`: save an etcd snapshot from a control plane to a file on the controller.
 
+use std::path::Path;
 use std::time::Duration;
 
 use anyhow::anyhow;
-use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Opt, Params, Spec};
+use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Opt, Spec};
 use sha2::Digest;
 
-use crate::shared::connection::{self, Target, with_connection_options};
+use crate::shared::connection::{self, with_connection_options};
 use crate::shared::failure::{OrFail, client_failure};
 use crate::shared::files::{SECRET_MODE, write_atomic_with};
+
+mod args;
+pub use args::Args;
 
 pub fn spec() -> Spec {
     with_connection_options(Spec::new())
@@ -16,18 +20,18 @@ pub fn spec() -> Spec {
         .option(Opt::int("timeout").default(600))
 }
 
-fn run_params(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
-    let target = Target::from_params_p(p)?;
-    let dest = p.path("dest").unwrap_or_default();
-    if dest.as_os_str().is_empty() || dest.is_dir() {
-        return Err(ModuleError::new(format!(
-            "dest must be a file path for the snapshot, got {:?}",
-            dest.display().to_string()
-        )));
+pub fn run(ctx: &mut Context, args: Args) -> Result<ModuleResult, ModuleError> {
+    let Args {
+        connection,
+        target,
+        dest,
+        timeout,
+    } = args;
+    if dest.is_dir() {
+        return Err(dest_not_a_file(&dest));
     }
-    let timeout = crate::shared::options::wait_seconds(p, "timeout", 600)?;
-    let (creds, _) = connection::require_credentials_p(ctx, p)?;
-    let mut opts = connection::connect_options_p(p, Duration::from_secs(30))?;
+    let (creds, _) = connection::require_credentials(ctx, &connection)?;
+    let mut opts = connection.connect_options(Duration::from_secs(30));
     opts.stream_timeout = timeout;
     let result = ModuleResult::changed()
         .with("node", target.node.clone())
@@ -82,6 +86,14 @@ fn run_params(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError
     )))
 }
 
+/// Said when `dest` is empty, or (found in `run`, since it asks the filesystem) a directory.
+fn dest_not_a_file(dest: &Path) -> ModuleError {
+    ModuleError::new(format!(
+        "dest must be a file path for the snapshot, got {:?}",
+        dest.display().to_string()
+    ))
+}
+
 /// Hashes what passes through, so the result can name the snapshot's digest.
 struct HashingWriter<'a, W> {
     inner: &'a mut W,
@@ -98,15 +110,4 @@ impl<W: std::io::Write> std::io::Write for HashingWriter<'_, W> {
     fn flush(&mut self) -> std::io::Result<()> {
         self.inner.flush()
     }
-}
-
-// PLACEHOLDER until this module reads typed arguments in args.rs.
-pub struct Args(Params);
-impl Args {
-    pub fn from_params(p: &Params) -> Result<Args, ModuleError> {
-        Ok(Args(p.clone()))
-    }
-}
-pub fn run(ctx: &mut Context, args: Args) -> Result<ModuleResult, ModuleError> {
-    run_params(ctx, &args.0)
 }

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Opt, Params, Spec, Type};
+use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Opt, Spec, Type};
 use ferro_talos_client::proto::cluster::ClusterInfo;
 use ferro_talos_client::proto::machine::ServiceInfo;
 use ferro_talos_client::{
@@ -14,6 +14,10 @@ use ferro_talos_client::{
 use serde_json::{Value, json};
 
 use crate::shared::connection::{self, Target, with_connection_options};
+
+mod args;
+pub use args::Args;
+pub(crate) use args::node_list;
 
 pub const CHECK_API: &str = "Talos API answers";
 pub const CHECK_ETCD_MEMBERS: &str = "etcd members are the control planes";
@@ -145,23 +149,18 @@ impl Outcome {
     }
 }
 
-fn run_params(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
-    let target = Target::from_params_p(p)?;
-    let timeout = crate::shared::options::wait_seconds(p, "timeout", 300)?;
-    let control_planes = node_list(p, "control_plane_nodes")?;
-    let workers = node_list(p, "worker_nodes")?.unwrap_or_default();
-    if let Some(both) = control_planes
-        .as_ref()
-        .and_then(|cps| workers.iter().find(|w| cps.contains(w)))
-    {
-        return Err(ModuleError::new(format!(
-            "worker_nodes: {both} is also listed in control_plane_nodes; a node is either a control plane or a worker"
-        )));
-    }
-    let mut opts = connection::connect_options_p(p, CALL_TIMEOUT.min(timeout))?;
+pub fn run(ctx: &mut Context, args: Args) -> Result<ModuleResult, ModuleError> {
+    let Args {
+        connection,
+        target,
+        timeout,
+        control_planes,
+        workers,
+    } = args;
+    let mut opts = connection.connect_options(CALL_TIMEOUT.min(timeout));
     // The gate polls anyway: a retry inside one round would only delay the next round.
     opts.read_retries = 0;
-    let (creds, _) = connection::require_credentials_p(ctx, p)?;
+    let (creds, _) = connection::require_credentials(ctx, &connection)?;
 
     let outcome = connection::block_on(gate(
         &target,
@@ -218,37 +217,6 @@ fn failure_message(checks: &[Check], timeout: Duration, elapsed: f64) -> String 
         ),
         None => format!("the health checks did not finish within the timeout {after}"),
     }
-}
-
-/// A list option of node addresses: None when not given; entries must be plain hosts.
-pub(crate) fn node_list(p: &Params, name: &str) -> Result<Option<Vec<String>>, ModuleError> {
-    let Some(items) = p.str_list(name) else {
-        return Ok(None);
-    };
-    let mut out: Vec<String> = Vec::new();
-    for (i, item) in items.iter().enumerate() {
-        let node = item.trim();
-        if node.is_empty() {
-            return Err(ModuleError::new(format!(
-                "{name}[{i}] must be a node address, got an empty string"
-            )));
-        }
-        if node.contains(char::is_whitespace) || node.contains('/') || node.contains(',') {
-            return Err(ModuleError::new(format!(
-                "{name}[{i}] must be a node address such as 10.5.0.2 (no scheme, path or spaces), got {node:?}"
-            )));
-        }
-        if out.iter().any(|n| n == node) {
-            return Err(ModuleError::new(format!("{name}: {node} is listed twice")));
-        }
-        out.push(node.to_string());
-    }
-    if name == "control_plane_nodes" && out.is_empty() {
-        return Err(ModuleError::new(
-            "control_plane_nodes must list at least one control plane; leave it out to discover them from etcd members",
-        ));
-    }
-    Ok(Some(out))
 }
 
 async fn gate(
@@ -324,6 +292,7 @@ fn client_for(base: &TalosClient, target: &Target, node: &str) -> TalosClient {
     }
 }
 
+/// One round of every check, from a fresh connection to the endpoint.
 async fn one_round(
     target: &Target,
     creds: &Credentials,
@@ -332,48 +301,114 @@ async fn one_round(
     given_cps: Option<&[String]>,
     workers: &[String],
 ) -> Outcome {
-    let mut checks = Vec::new();
+    let base = match TalosClient::connect(&target.endpoint, creds, opts.clone()).await {
+        Ok(c) => c,
+        Err(e) => return unreachable_round(target, &e, given_cps, workers),
+    };
+    let asked = client_for(&base, target, &target.node);
+    let members = etcd_members(&asked).await;
+    let cps = control_planes(given_cps, &members, &target.node);
+    let all: Vec<String> = cps.iter().chain(workers.iter()).cloned().collect();
+    let (mut checks, answering) = api_checks(&base, target, &all).await;
+    checks.push(match &members {
+        Ok(m) => members_check(&target.node, &cps, m, given_cps.is_some()),
+        Err(e) => Check::new(
+            CHECK_ETCD_MEMBERS,
+            &target.node,
+            Status::Failed,
+            format!("cannot list etcd members: {e}"),
+        ),
+    });
+    let services = service_lists(&answering).await;
+    checks.extend(etcd_service_checks(&cps, &services));
+    checks.extend(core_service_checks(&all, &cps, &services));
+    // Talos's own check waits on its own, up to the time left; it runs only once ours pass so
+    // its wait is not spent on a failure we already know about.
     let mut messages = Vec::new();
-    let empty = |checks, cps: Vec<String>, messages| Outcome {
+    let talos = if checks.iter().all(|c| c.status == Status::Ok) {
+        talos_check(
+            &asked,
+            &target.node,
+            deadline,
+            given_cps,
+            workers,
+            &mut messages,
+        )
+        .await
+    } else {
+        Check::new(
+            CHECK_TALOS,
+            &target.node,
+            Status::Pending,
+            "waits for the other checks to pass",
+        )
+    };
+    checks.push(talos);
+    round(checks, cps, messages, workers)
+}
+
+/// A round's outcome; `gate` counts the rounds and the time.
+fn round(
+    checks: Vec<Check>,
+    control_planes: Vec<String>,
+    messages: Vec<String>,
+    workers: &[String],
+) -> Outcome {
+    Outcome {
         checks,
         messages,
-        control_planes: cps,
+        control_planes,
         workers: workers.to_vec(),
         rounds: 0,
         elapsed: Duration::ZERO,
-    };
-    let base = match TalosClient::connect(&target.endpoint, creds, opts.clone()).await {
-        Ok(c) => c,
-        Err(e) => {
-            checks.push(Check::from_error(CHECK_API, &target.node, &e));
-            checks.push(Check::new(
-                CHECK_TALOS,
-                &target.node,
-                Status::Pending,
-                "waits for the node to answer",
-            ));
-            return empty(
-                checks,
-                given_cps.map(<[String]>::to_vec).unwrap_or_default(),
-                messages,
-            );
-        }
-    };
-    let asked = client_for(&base, target, &target.node);
+    }
+}
 
-    // Control planes: as given, else discovered from the etcd members the asked node sees.
-    let members = etcd_members(&asked).await;
-    let cps: Vec<String> = match (given_cps, &members) {
+/// The round when the endpoint does not answer at all: nothing else can be asked.
+fn unreachable_round(
+    target: &Target,
+    e: &ClientError,
+    given_cps: Option<&[String]>,
+    workers: &[String],
+) -> Outcome {
+    let checks = vec![
+        Check::from_error(CHECK_API, &target.node, e),
+        Check::new(
+            CHECK_TALOS,
+            &target.node,
+            Status::Pending,
+            "waits for the node to answer",
+        ),
+    ];
+    let cps = given_cps.map(<[String]>::to_vec).unwrap_or_default();
+    round(checks, cps, Vec::new(), workers)
+}
+
+/// The control planes: as given, else discovered from the etcd members the asked node sees,
+/// else (when it cannot list them) the asked node alone.
+fn control_planes(
+    given: Option<&[String]>,
+    members: &Result<Vec<Member>, String>,
+    asked: &str,
+) -> Vec<String> {
+    match (given, members) {
         (Some(given), _) => given.to_vec(),
         (None, Ok(m)) => m.iter().map(|m| m.ips[0].clone()).collect(),
-        (None, Err(_)) => vec![target.node.clone()],
-    };
-    let all: Vec<String> = cps.iter().chain(workers.iter()).cloned().collect();
+        (None, Err(_)) => vec![asked.to_string()],
+    }
+}
 
-    // Every node answers Version over mutual TLS, i.e. it is configured for this cluster.
-    let mut answering: BTreeMap<String, TalosClient> = BTreeMap::new();
-    for node in &all {
-        let client = client_for(&base, target, node);
+/// Every node answers Version over mutual TLS, i.e. it is configured for this cluster: a check
+/// per node, and a client for each node that answered.
+async fn api_checks(
+    base: &TalosClient,
+    target: &Target,
+    all: &[String],
+) -> (Vec<Check>, BTreeMap<String, TalosClient>) {
+    let mut checks = Vec::new();
+    let mut answering = BTreeMap::new();
+    for node in all {
+        let client = client_for(base, target, node);
         match client.version().await {
             Ok(v) => {
                 let tag = v.version.map(|i| i.tag).unwrap_or_default();
@@ -388,36 +423,43 @@ async fn one_round(
             Err(e) => checks.push(Check::from_error(CHECK_API, node, &e)),
         }
     }
+    (checks, answering)
+}
 
-    checks.push(match &members {
-        Ok(m) => members_check(&target.node, &cps, m, given_cps.is_some()),
-        Err(e) => Check::new(
-            CHECK_ETCD_MEMBERS,
-            &target.node,
-            Status::Failed,
-            format!("cannot list etcd members: {e}"),
-        ),
-    });
+/// Each answering node's services, or why they could not be listed.
+type ServiceLists = BTreeMap<String, Result<Vec<ServiceInfo>, String>>;
 
-    let mut services: BTreeMap<String, Result<Vec<ServiceInfo>, String>> = BTreeMap::new();
-    for (node, client) in &answering {
+async fn service_lists(answering: &BTreeMap<String, TalosClient>) -> ServiceLists {
+    let mut services = ServiceLists::new();
+    for (node, client) in answering {
         services.insert(
             node.clone(),
             client.service_list().await.map_err(|e| client_text(&e)),
         );
     }
-    let not_answering = "not checked: the node does not answer";
-    for node in &cps {
-        checks.push(match services.get(node) {
-            None => Check::new(CHECK_ETCD_SERVICE, node, Status::Pending, not_answering),
+    services
+}
+
+const NOT_ANSWERING: &str = "not checked: the node does not answer";
+
+/// etcd runs and is healthy on every control plane.
+fn etcd_service_checks(cps: &[String], services: &ServiceLists) -> Vec<Check> {
+    cps.iter()
+        .map(|node| match services.get(node) {
+            None => Check::new(CHECK_ETCD_SERVICE, node, Status::Pending, NOT_ANSWERING),
             Some(Err(e)) => Check::new(CHECK_ETCD_SERVICE, node, Status::Failed, e.clone()),
             Some(Ok(list)) => match service_problem(list, "etcd") {
                 None => Check::new(CHECK_ETCD_SERVICE, node, Status::Ok, "Running and healthy"),
                 Some(why) => Check::new(CHECK_ETCD_SERVICE, node, Status::Failed, why),
             },
-        });
-    }
-    for node in &all {
+        })
+        .collect()
+}
+
+/// The core services run and are healthy on every node, the control planes' own ones too.
+fn core_service_checks(all: &[String], cps: &[String], services: &ServiceLists) -> Vec<Check> {
+    let mut checks = Vec::new();
+    for node in all {
         let required: Vec<&str> = if cps.contains(node) {
             CORE_SERVICES
                 .iter()
@@ -428,7 +470,7 @@ async fn one_round(
             CORE_SERVICES.to_vec()
         };
         checks.push(match services.get(node) {
-            None => Check::new(CHECK_SERVICES, node, Status::Pending, not_answering),
+            None => Check::new(CHECK_SERVICES, node, Status::Pending, NOT_ANSWERING),
             Some(Err(e)) => Check::new(CHECK_SERVICES, node, Status::Failed, e.clone()),
             Some(Ok(list)) => {
                 let problems: Vec<String> = required
@@ -448,44 +490,44 @@ async fn one_round(
             }
         });
     }
+    checks
+}
 
-    // Talos's own check waits on its own, up to the time left; it runs only once ours pass so
-    // its wait is not spent on a failure we already know about.
-    if checks.iter().all(|c| c.status == Status::Ok) {
-        let remaining = deadline
-            .saturating_duration_since(Instant::now())
-            .max(Duration::from_secs(1));
-        let info = given_cps.map(|cps| ClusterInfo {
-            control_plane_nodes: cps.to_vec(),
-            worker_nodes: workers.to_vec(),
-            force_endpoint: String::new(),
-        });
-        let result = asked
-            .health_check(remaining, info, |m| messages.push(m.to_string()))
-            .await;
-        checks.push(match result {
-            Ok(_) => Check::new(
-                CHECK_TALOS,
-                &target.node,
-                Status::Ok,
-                "all Talos health checks passed",
-            ),
-            Err(e) => Check::new(
-                CHECK_TALOS,
-                &target.node,
-                Status::Failed,
-                talos_check_failure(&e, &messages),
-            ),
-        });
-    } else {
-        checks.push(Check::new(
+/// Talos's own cluster health check, asked of `node` for the time left; its progress lines go
+/// to `messages`. Given control planes, it is told the cluster's nodes; else it finds them.
+async fn talos_check(
+    asked: &TalosClient,
+    node: &str,
+    deadline: Instant,
+    given_cps: Option<&[String]>,
+    workers: &[String],
+    messages: &mut Vec<String>,
+) -> Check {
+    let remaining = deadline
+        .saturating_duration_since(Instant::now())
+        .max(Duration::from_secs(1));
+    let info = given_cps.map(|cps| ClusterInfo {
+        control_plane_nodes: cps.to_vec(),
+        worker_nodes: workers.to_vec(),
+        force_endpoint: String::new(),
+    });
+    let result = asked
+        .health_check(remaining, info, |m| messages.push(m.to_string()))
+        .await;
+    match result {
+        Ok(_) => Check::new(
             CHECK_TALOS,
-            &target.node,
-            Status::Pending,
-            "waits for the other checks to pass",
-        ));
+            node,
+            Status::Ok,
+            "all Talos health checks passed",
+        ),
+        Err(e) => Check::new(
+            CHECK_TALOS,
+            node,
+            Status::Failed,
+            talos_check_failure(&e, messages),
+        ),
     }
-    empty(checks, cps, messages)
 }
 
 /// Why Talos's own check failed. When its wait runs out, Talos ends the stream with the bare
@@ -825,15 +867,4 @@ mod tests {
         );
         assert_eq!(msg.matches("powered on").count(), 1, "{msg}");
     }
-}
-
-// PLACEHOLDER until this module reads typed arguments in args.rs.
-pub struct Args(Params);
-impl Args {
-    pub fn from_params(p: &Params) -> Result<Args, ModuleError> {
-        Ok(Args(p.clone()))
-    }
-}
-pub fn run(ctx: &mut Context, args: Args) -> Result<ModuleResult, ModuleError> {
-    run_params(ctx, &args.0)
 }

@@ -17,12 +17,12 @@
 //! the owner is part of the canonical text, so of the ID: `owner` says which identity that is, so
 //! check mode predicts the factory's ID. A schematic owned by another identity is 403 there.
 
-use ferro_ansible_protocol::{Context, Diff, ModuleError, ModuleResult, Opt, Params, Spec, Type};
-use ferro_talos_factory::{
-    Architecture, BootAssets, Factory, FactoryError, FactoryErrorKind, Schematic, Target,
-    default_pxe_url,
-};
-use serde_json::{Map, Value, json};
+use ferro_ansible_protocol::{Context, Diff, ModuleError, ModuleResult, Opt, Spec, Type};
+use ferro_talos_factory::{BootAssets, Factory, FactoryError, FactoryErrorKind, Schematic};
+use serde_json::{Value, json};
+
+mod args;
+pub use args::{Args, FactoryCredentials};
 
 /// The public factory (the Terraform provider's `image_factory_url` default).
 const PUBLIC_FACTORY: &str = "https://factory.talos.dev";
@@ -81,43 +81,21 @@ pub fn spec() -> Spec {
         .required_together(&["factory_username", "factory_password"])
 }
 
-fn run_params(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
-    let target = target(p)?;
-    let schematic = schematic(p, &target)?;
-    let version = p
-        .str("talos_version")
-        .map(str::trim)
-        .filter(|v| !v.is_empty())
-        .map(|v| format!("v{}", v.trim_start_matches('v')));
-    if let Some(v) = &version
-        && semver::Version::parse(&v[1..]).is_err()
-    {
-        return Err(ModuleError::new(format!(
-            "talos_version {v:?} is not a Talos version; write it like v1.13.9"
-        )));
-    }
-    let url = p
-        .str("factory_url")
-        .unwrap_or(PUBLIC_FACTORY)
-        .trim()
-        .to_string();
-    let pxe = p
-        .str("pxe_url")
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| default_pxe_url(&url));
-    let timeout = crate::shared::options::wait_seconds(p, "timeout", 30)?;
-    let mut factory = Factory::new(&url, p.path("ca_file").as_deref(), timeout)
+pub fn run(ctx: &mut Context, args: Args) -> Result<ModuleResult, ModuleError> {
+    let Args {
+        factory_url,
+        pxe_url: pxe,
+        ca_file,
+        credentials,
+        schematic,
+        target,
+        talos_version: version,
+        timeout,
+    } = args;
+    let mut factory = Factory::new(&factory_url, ca_file.as_deref(), timeout)
         .map_err(|e| factory_failure(e, "factory_url"))?;
-    if let (Some(user), Some(password)) = (p.str("factory_username"), p.str("factory_password")) {
-        if schematic.owner.is_empty() {
-            return Err(ModuleError::new(
-                "owner: an authenticated factory writes the identity of factory_username into the schematic, which \
-                 changes its ID; set owner to that identity (the htpasswd user name, or with Auth0 the \
-                 organization's org_... ID)",
-            ));
-        }
-        factory = factory.with_credentials(user, password);
+    if let Some(c) = &credentials {
+        factory = factory.with_credentials(&c.username, &c.password);
     }
     crate::shared::connection::block_on(ensure(ctx, &factory, &schematic, version.as_deref()))?.map(
         |(id, changed, extensions)| {
@@ -266,87 +244,6 @@ async fn check_offered(
     Ok(Value::Array(details))
 }
 
-fn target(p: &Params) -> Result<Target, ModuleError> {
-    let arch = Architecture::parse(p.str("architecture").unwrap_or("amd64"))
-        .unwrap_or(Architecture::Amd64);
-    if let Some(board) = p.str("sbc").filter(|s| !s.trim().is_empty()) {
-        return Target::sbc(board.trim()).map_err(ModuleError::new);
-    }
-    Target::platform(p.str("platform").unwrap_or("metal").trim(), arch).map_err(ModuleError::new)
-}
-
-/// The schematic from `schematic`, or from the options that describe one; a board's overlay when
-/// `sbc` is set and no overlay is given.
-fn schematic(p: &Params, target: &Target) -> Result<Schematic, ModuleError> {
-    let mut value = match p.dict("schematic") {
-        Some(dict) => Value::Object(dict.clone()),
-        None => {
-            let mut customization = Map::new();
-            let extensions = p.str_list("extensions").unwrap_or_default();
-            if let Some(bad) = extensions
-                .iter()
-                .find(|e| e.trim().is_empty() || e.contains(':'))
-            {
-                return Err(ModuleError::new(format!(
-                    "extensions: {bad:?} is not an extension name; write names as the factory lists \
-                     them, like siderolabs/iscsi-tools (no tag or digest)"
-                )));
-            }
-            if !extensions.is_empty() {
-                customization.insert(
-                    "systemExtensions".into(),
-                    json!({"officialExtensions": extensions}),
-                );
-            }
-            let args = p.str_list("extra_kernel_args").unwrap_or_default();
-            if !args.is_empty() {
-                customization.insert("extraKernelArgs".into(), json!(args));
-            }
-            let meta: Vec<Value> = p.list("meta").map(<[Value]>::to_vec).unwrap_or_default();
-            if !meta.is_empty() {
-                for (i, m) in meta.iter().enumerate() {
-                    let key = m.get("key").and_then(Value::as_i64).unwrap_or(-1);
-                    if !(0..=255).contains(&key) {
-                        return Err(ModuleError::new(format!(
-                            "meta[{i}].key must be a META key from 0 to 255, got {key}"
-                        )));
-                    }
-                }
-                customization.insert("meta".into(), Value::Array(meta));
-            }
-            let mut top = Map::new();
-            if let Some(overlay) = p.dict("overlay") {
-                let mut overlay = overlay.clone();
-                if overlay.get("options").is_some_and(Value::is_null) {
-                    overlay.remove("options");
-                }
-                top.insert("overlay".into(), Value::Object(overlay));
-            }
-            top.insert("customization".into(), Value::Object(customization));
-            Value::Object(top)
-        }
-    };
-    if let (Target::Sbc(board), Value::Object(top)) = (target, &mut value)
-        && top.get("overlay").is_none_or(Value::is_null)
-    {
-        top.insert(
-            "overlay".into(),
-            json!({"name": board.overlay_name, "image": board.overlay_image}),
-        );
-    }
-    let mut schematic = Schematic::from_value(&value).map_err(|e| ModuleError::new(e.message))?;
-    if let Some(owner) = p.str("owner").map(str::trim).filter(|o| !o.is_empty()) {
-        if !schematic.owner.is_empty() && schematic.owner != owner {
-            return Err(ModuleError::new(format!(
-                "owner {owner:?} and the schematic's owner {:?} differ; set one of them",
-                schematic.owner
-            )));
-        }
-        schematic.owner = owner.to_string();
-    }
-    Ok(schematic)
-}
-
 fn factory_failure(e: FactoryError, option: &str) -> ModuleError {
     let advice = match e.kind {
         FactoryErrorKind::Config => format!("; check {option}"),
@@ -369,15 +266,4 @@ fn factory_failure(e: FactoryError, option: &str) -> ModuleError {
         _ => String::new(),
     };
     ModuleError::new(format!("{}{advice}", e.message))
-}
-
-// PLACEHOLDER until this module reads typed arguments in args.rs.
-pub struct Args(Params);
-impl Args {
-    pub fn from_params(p: &Params) -> Result<Args, ModuleError> {
-        Ok(Args(p.clone()))
-    }
-}
-pub fn run(ctx: &mut Context, args: Args) -> Result<ModuleResult, ModuleError> {
-    run_params(ctx, &args.0)
 }

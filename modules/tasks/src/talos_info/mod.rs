@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Params, Spec};
+use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Spec};
 use ferro_talos_client::{ClientError, ConnectOptions, Credentials, NodeMode, TalosClient, probe};
 use serde_json::{Value, json};
 
@@ -18,6 +18,9 @@ use crate::shared::connection::{
 use crate::shared::etcd_members::Members;
 use crate::shared::failure::OrFail;
 
+mod args;
+pub use args::{Args, Nodes};
+
 /// How many nodes are read at the same time: enough for a large homelab in one round, few enough
 /// that a slow network is not flooded with handshakes.
 const CONCURRENT_READS: usize = 32;
@@ -26,18 +29,14 @@ pub fn spec() -> Spec {
     with_connection_options_for_nodes(Spec::new())
 }
 
-fn run_params(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
-    let opts = connection::connect_options_p(p, Duration::from_secs(30))?;
-    let creds = connection::credentials_p(ctx, p)?;
-    if let Some(nodes) = p.str_list("nodes") {
-        let targets = nodes
-            .iter()
-            .enumerate()
-            .map(|(i, n)| Target::for_node_p(p, n, &format!("nodes[{i}]")))
-            .collect::<Result<Vec<_>, _>>()?;
-        return run_many(targets, creds, opts);
-    }
-    let target = Target::from_params_p(p)?;
+pub fn run(ctx: &mut Context, args: Args) -> Result<ModuleResult, ModuleError> {
+    let Args { connection, nodes } = args;
+    let opts = connection.connect_options(Duration::from_secs(30));
+    let creds = connection::credentials(ctx, &connection)?;
+    let target = match nodes {
+        Nodes::Many(targets) => return run_many(targets, creds, opts),
+        Nodes::One(target) => target,
+    };
     let facts = connection::block_on(read(&target, creds.as_ref(), &opts))?.or_fail()?;
     let msg = format!(
         "{} is {} and runs Talos {}",
@@ -263,15 +262,4 @@ pub fn machine_type_of(config: &[u8]) -> Option<String> {
         .pointer("/machine/type")?
         .as_str()
         .map(str::to_string)
-}
-
-// PLACEHOLDER until this module reads typed arguments in args.rs.
-pub struct Args(Params);
-impl Args {
-    pub fn from_params(p: &Params) -> Result<Args, ModuleError> {
-        Ok(Args(p.clone()))
-    }
-}
-pub fn run(ctx: &mut Context, args: Args) -> Result<ModuleResult, ModuleError> {
-    run_params(ctx, &args.0)
 }

@@ -3,19 +3,22 @@
 //! comparison looks at the stable parts (cluster, context, user names) and at whether the client
 //! certificate already in `dest` is still good, never at the bytes.
 
-use std::path::PathBuf;
+use std::path::Path;
 use std::time::Duration;
 
 use base64::Engine as _;
-use ferro_ansible_protocol::{Context, Diff, ModuleError, ModuleResult, Opt, Params, Spec};
+use ferro_ansible_protocol::{Context, Diff, ModuleError, ModuleResult, Opt, Spec};
 use ferro_talos_client::ErrorKind;
 use ferro_talos_secrets::CertInfo;
 use serde_json::Value;
 use time::OffsetDateTime;
 
-use crate::shared::connection::{self, Target, with_connection_options};
+use crate::shared::connection::{self, with_connection_options};
 use crate::shared::failure::client_failure;
 use crate::shared::files::{SECRET_MODE, read_optional, write_atomic};
+
+mod args;
+pub use args::Args;
 
 pub fn spec() -> Spec {
     with_connection_options(Spec::new())
@@ -24,18 +27,19 @@ pub fn spec() -> Spec {
         .option(Opt::int("renew_before").default(30))
 }
 
-fn run_params(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
-    let target = Target::from_params_p(p)?;
-    let dest = dest_path(p)?;
-    let days = p.int("renew_before").unwrap_or(30);
-    if !(0..=3650).contains(&days) {
-        return Err(ModuleError::new(format!(
-            "renew_before must be a number of days between 0 and 3650, got {days}"
-        )));
+pub fn run(ctx: &mut Context, args: Args) -> Result<ModuleResult, ModuleError> {
+    let Args {
+        connection,
+        target,
+        dest,
+        force,
+        renew_before,
+    } = args;
+    if dest.is_dir() {
+        return Err(dest_is_a_directory(&dest));
     }
-    let renew_before = Duration::from_secs(days as u64 * 86_400);
-    let opts = connection::connect_options_p(p, Duration::from_secs(30))?;
-    let (creds, _) = connection::require_credentials_p(ctx, p)?;
+    let opts = connection.connect_options(Duration::from_secs(30));
+    let (creds, _) = connection::require_credentials(ctx, &connection)?;
 
     let fetched = connection::block_on(async {
         let client = connection::connect(&target, &creds, opts).await?;
@@ -79,7 +83,7 @@ fn run_params(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError
         Some(Err(why)) => Some(format!(
             "the existing file is not a usable kubeconfig ({why})"
         )),
-        Some(Ok(_)) if p.bool("force") => Some("force is set".to_string()),
+        Some(Ok(_)) if force => Some("force is set".to_string()),
         Some(Ok(old)) => old.needs_rewrite(&new, renew_before, now),
     };
     let before = match &old {
@@ -120,20 +124,12 @@ fn run_params(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError
     }
 }
 
-fn dest_path(p: &Params) -> Result<PathBuf, ModuleError> {
-    let dest = p.path("dest").unwrap_or_default();
-    if dest.as_os_str().is_empty() {
-        return Err(ModuleError::new(
-            "dest must be the path of the kubeconfig file to write, got an empty string",
-        ));
-    }
-    if dest.is_dir() || dest.to_string_lossy().ends_with('/') {
-        return Err(ModuleError::new(format!(
-            "dest must be a file path, but {} is a directory",
-            dest.display()
-        )));
-    }
-    Ok(dest)
+/// Said when `dest` ends in `/`, or (found in `run`, since it asks the filesystem) is a directory.
+fn dest_is_a_directory(dest: &Path) -> ModuleError {
+    ModuleError::new(format!(
+        "dest must be a file path, but {} is a directory",
+        dest.display()
+    ))
 }
 
 /// The parts of a kubeconfig the module reasons about.
@@ -442,15 +438,4 @@ mod tests {
         assert!(!shown.contains(&k.key_b64));
         assert!(shown.contains("https://10.0.0.1:6443"));
     }
-}
-
-// PLACEHOLDER until this module reads typed arguments in args.rs.
-pub struct Args(Params);
-impl Args {
-    pub fn from_params(p: &Params) -> Result<Args, ModuleError> {
-        Ok(Args(p.clone()))
-    }
-}
-pub fn run(ctx: &mut Context, args: Args) -> Result<ModuleResult, ModuleError> {
-    run_params(ctx, &args.0)
 }

@@ -20,7 +20,7 @@
 
 use std::time::{Duration, Instant};
 
-use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Opt, Params, Spec, Type};
+use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Opt, Spec, Type};
 use ferro_talos_client::proto::common::ContainerdNamespace;
 use ferro_talos_client::{Apply, ApplyMode, ErrorKind, StaticPodComponent, TalosClient};
 use ferro_talos_config::MachineConfig;
@@ -36,10 +36,12 @@ use crate::shared::kubernetes_config::{Section, cluster_endpoint};
 use crate::shared::kubernetes_manifests::{self, ManifestSettings, ProxyImage};
 use crate::shared::kubernetes_removed::{self, InUse};
 use crate::shared::live_config::{self, ReadError};
-use crate::talos_health::node_list;
 use crate::talos_upgrade::{
     Component, kubernetes_components, kubernetes_path_ok, kubernetes_supported, parse_version,
 };
+
+mod args;
+pub use args::Args;
 
 /// talosctl waits 5 minutes for each static pod (`checkPodStatus`) and 3 for each kubelet.
 const DEFAULT_TIMEOUT_SECS: i64 = 300;
@@ -196,44 +198,38 @@ fn removed_in_use(nodes: &[&NodeFacts], target: &Version) -> Vec<InUse> {
     out
 }
 
-fn run_params(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
-    let target_text = p.str("kubernetes_version").unwrap_or_default();
-    let target = parse_version(target_text)
-        .map_err(|e| ModuleError::new(format!("kubernetes_version: {e}")))?;
-    let control_planes = node_list(p, "control_plane_nodes")?.unwrap_or_default();
-    let workers = node_list(p, "worker_nodes")?.unwrap_or_default();
-    if let Some(both) = workers.iter().find(|w| control_planes.contains(w)) {
-        return Err(ModuleError::new(format!(
-            "worker_nodes: {both} is also listed in control_plane_nodes; a node is either a control plane or a worker"
-        )));
-    }
-    let timeout = crate::shared::options::wait_seconds(p, "timeout", DEFAULT_TIMEOUT_SECS)?;
+pub fn run(ctx: &mut Context, args: Args) -> Result<ModuleResult, ModuleError> {
+    let Args {
+        connection,
+        target: first,
+        control_planes,
+        workers,
+        version,
+        pre_pull,
+        upgrade_kubelet,
+        timeout,
+        manifests,
+        kubeconfig,
+    } = args;
     let settings = Settings {
-        target,
-        pre_pull: p.bool("pre_pull"),
-        kubelets: p.bool("upgrade_kubelet"),
+        target: version,
+        pre_pull,
+        kubelets: upgrade_kubelet,
         timeout,
         check_mode: ctx.check_mode,
-        manifests: kubernetes_manifests::settings(p)?,
+        manifests,
     };
-    let first = Target::from_params_p(p)?;
-    let opts = connection::connect_options_p(p, Duration::from_secs(30))?;
-    let (creds, source) = connection::require_credentials_p(ctx, p)?;
-    let kube_credentials = KubeCredentials::from_params(ctx, p)?;
+    let opts = connection.connect_options(Duration::from_secs(30));
+    let (creds, source) = connection::require_credentials(ctx, &connection)?;
+    let kube_credentials = KubeCredentials::load(ctx, kubeconfig.as_deref(), &connection.secrets)?;
     let outcome = connection::block_on(async {
         let mut nodes = Vec::new();
-        for (address, control_plane) in control_planes
+        for (t, control_plane) in control_planes
             .iter()
-            .map(|a| (a, true))
-            .chain(workers.iter().map(|a| (a, false)))
+            .map(|t| (t, true))
+            .chain(workers.iter().map(|t| (t, false)))
         {
-            let option = if control_plane {
-                "control_plane_nodes"
-            } else {
-                "worker_nodes"
-            };
-            let t = Target::for_node_p(p, address, option)?;
-            nodes.push(read_node(&t, &creds, opts.clone(), control_plane).await?);
+            nodes.push(read_node(t, &creds, opts.clone(), control_plane).await?);
         }
         let entry = connection::connect(&first, &creds, opts.clone())
             .await
@@ -1019,15 +1015,4 @@ mod tests {
         assert!(!config_reached(Some("x"), "4"));
         assert!(!config_reached(None, "4"));
     }
-}
-
-// PLACEHOLDER until this module reads typed arguments in args.rs.
-pub struct Args(Params);
-impl Args {
-    pub fn from_params(p: &Params) -> Result<Args, ModuleError> {
-        Ok(Args(p.clone()))
-    }
-}
-pub fn run(ctx: &mut Context, args: Args) -> Result<ModuleResult, ModuleError> {
-    run_params(ctx, &args.0)
 }

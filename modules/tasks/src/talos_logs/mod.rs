@@ -8,12 +8,15 @@
 
 use std::time::Duration;
 
-use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Opt, Params, Spec};
+use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Opt, Spec};
 use ferro_talos_client::{NodeMode, TalosClient};
 
-use crate::shared::connection::{self, Target, with_connection_options};
+use crate::shared::connection::{self, with_connection_options};
 use crate::shared::failure::OrFail;
 use crate::shared::files::{SECRET_MODE, write_atomic};
+
+mod args;
+pub use args::Args;
 
 pub fn spec() -> Spec {
     with_connection_options(Spec::new())
@@ -23,33 +26,22 @@ pub fn spec() -> Spec {
         .option(Opt::int("timeout").default(60))
 }
 
-fn run_params(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
-    let target = Target::from_params_p(p)?;
-    let service = p.str("service").unwrap_or_default().trim().to_string();
-    if service.is_empty() || service.contains('/') {
-        return Err(ModuleError::new(format!(
-            "service must name a Talos service, like machined, etcd, kubelet or apid (talos_info lists \
-             them), got {service:?}"
-        )));
-    }
-    let tail = match p.int("tail_lines") {
-        None => None,
-        Some(n) if n >= 0 => Some(n as u32),
-        Some(n) => {
-            return Err(ModuleError::new(format!(
-                "tail_lines must be 0 or more (leave it out for the whole log), got {n}"
-            )));
-        }
-    };
-    let dest = p.path("dest");
+pub fn run(ctx: &mut Context, args: Args) -> Result<ModuleResult, ModuleError> {
+    let Args {
+        connection,
+        target,
+        service,
+        tail_lines: tail,
+        dest,
+        timeout,
+    } = args;
     if dest.as_ref().is_some_and(|d| d.is_dir()) {
         return Err(ModuleError::new(
             "dest must be a file path for the log, not a directory",
         ));
     }
-    let timeout = crate::shared::options::wait_seconds(p, "timeout", 60)?;
-    let creds = connection::credentials_p(ctx, p)?.map(|c| c.0);
-    let mut opts = connection::connect_options_p(p, Duration::from_secs(30))?;
+    let creds = connection::credentials(ctx, &connection)?.map(|c| c.0);
+    let mut opts = connection.connect_options(Duration::from_secs(30));
     opts.stream_timeout = timeout;
     let bytes = connection::block_on(async {
         let client = match &creds {
@@ -104,15 +96,4 @@ fn run_params(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError
         target.node,
         dest.display()
     )))
-}
-
-// PLACEHOLDER until this module reads typed arguments in args.rs.
-pub struct Args(Params);
-impl Args {
-    pub fn from_params(p: &Params) -> Result<Args, ModuleError> {
-        Ok(Args(p.clone()))
-    }
-}
-pub fn run(ctx: &mut Context, args: Args) -> Result<ModuleResult, ModuleError> {
-    run_params(ctx, &args.0)
 }

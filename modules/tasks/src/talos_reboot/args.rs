@@ -92,7 +92,11 @@ mod tests {
     #[test]
     fn a_timeout_out_of_range_names_the_option() {
         let e = args(json!({"timeout": 0})).err().unwrap();
-        assert!(e.msg.starts_with("timeout must be between 1 and"), "{}", e.msg);
+        assert!(
+            e.msg.starts_with("timeout must be between 1 and"),
+            "{}",
+            e.msg
+        );
         let e = args(json!({"connect_timeout": 601})).err().unwrap();
         assert!(e.msg.starts_with("connect_timeout"), "{}", e.msg);
     }

@@ -300,4 +300,3 @@ async fn reboot_and_wait(
         }),
     ))
 }
-

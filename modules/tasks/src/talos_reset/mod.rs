@@ -13,10 +13,11 @@
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
-use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Opt, Params, Spec, Type};
+use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Opt, Spec, Type};
 use ferro_talos_client::proto::machine::{ResetPartitionSpec, ResetRequest, reset_request};
 use ferro_talos_client::{
-    ConnectOptions, Credentials, NodeMode, SequenceFailure, sequence_failure, wait_for_reboot,
+    ConnectOptions, Credentials, NodeMode, SequenceFailure, TalosClient, sequence_failure,
+    wait_for_reboot,
 };
 use ferro_talos_config::MachineConfig;
 use serde_json::{Value, json};
@@ -26,7 +27,10 @@ use crate::shared::failure::OrFail;
 use crate::shared::kube_access::KubeCredentials;
 use crate::shared::live_config;
 use crate::shared::node_power::{self, Seen, Want};
-use crate::shared::node_removal;
+use crate::shared::node_removal::{self, KubeNode};
+
+mod args;
+pub use args::Args;
 
 /// The value `confirm` must have for a reset that keeps the installation.
 const CONFIRM_RESET: &str = "reset";
@@ -53,15 +57,6 @@ enum Wipe {
 }
 
 impl Wipe {
-    fn from_params(p: &Params) -> Wipe {
-        match p.str("wipe") {
-            Some("system_disk") => Wipe::SystemDisk,
-            Some("user_disks") => Wipe::UserDisks,
-            Some("ephemeral") => Wipe::Ephemeral,
-            _ => Wipe::Maintenance,
-        }
-    }
-
     fn name(self) -> &'static str {
         match self {
             Wipe::Maintenance => "maintenance",
@@ -80,7 +75,7 @@ impl Wipe {
 }
 
 /// A checked reset: the request for Talos and what the task then waits for.
-struct Plan {
+pub struct Plan {
     wipe: Wipe,
     user_disks: Vec<String>,
     graceful: bool,
@@ -171,15 +166,21 @@ pub fn spec() -> Spec {
         .option(Opt::path("kubeconfig"))
 }
 
-fn run_params(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
-    let plan = plan(p)?;
-    let target = Target::from_params_p(p)?;
-    let mut opts = connection::connect_options_p(p, Duration::from_secs(60))?;
+pub fn run(ctx: &mut Context, args: Args) -> Result<ModuleResult, ModuleError> {
+    let Args {
+        connection,
+        target,
+        plan,
+        kubeconfig,
+    } = args;
+    let mut opts = connection.connect_options(Duration::from_secs(60));
     // The sequence's events are watched for as long as the task waits.
     opts.stream_timeout = plan.timeout + Duration::from_secs(30);
-    let creds = connection::credentials_p(ctx, p)?;
+    let creds = connection::credentials(ctx, &connection)?;
     let kube_creds = match plan.kubernetes_node {
-        KubernetesNode::Delete => KubeCredentials::from_params(ctx, p)?,
+        KubernetesNode::Delete => {
+            KubeCredentials::load(ctx, kubeconfig.as_deref(), &connection.secrets)?
+        }
         KubernetesNode::Keep => KubeCredentials::Unused,
     };
     connection::block_on(reset(
@@ -190,82 +191,6 @@ fn run_params(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError
         opts,
         plan,
     ))?
-}
-
-fn plan(p: &Params) -> Result<Plan, ModuleError> {
-    let wipe = Wipe::from_params(p);
-    let confirm = p.str("confirm").unwrap_or_default();
-    if confirm != wipe.confirmation() {
-        let why = match wipe {
-            Wipe::SystemDisk => {
-                "wiping the whole system disk erases the bootloader too: the node then boots only \
-                 from installation media"
-            }
-            _ => "resetting wipes the node and removes it from the cluster",
-        };
-        return Err(ModuleError::new(format!(
-            "confirm must be {:?} for wipe={}: {why}",
-            wipe.confirmation(),
-            wipe.name()
-        )));
-    }
-    let user_disks: Vec<String> = p
-        .str_list("user_disks")
-        .unwrap_or_default()
-        .into_iter()
-        .map(str::to_string)
-        .collect();
-    match wipe {
-        Wipe::UserDisks if user_disks.is_empty() => {
-            return Err(ModuleError::new(
-                "user_disks must name the disks to wipe (e.g. [/dev/sdb]) when wipe=user_disks; \
-                 Talos wipes nothing without them",
-            ));
-        }
-        Wipe::Maintenance | Wipe::SystemDisk | Wipe::Ephemeral if !user_disks.is_empty() => {
-            return Err(ModuleError::new(format!(
-                "user_disks is only used with wipe=user_disks, not wipe={}: remove user_disks, or \
-                 set wipe: user_disks to wipe only those disks",
-                wipe.name()
-            )));
-        }
-        _ => {}
-    }
-    if let Some(bad) = user_disks.iter().find(|d| !d.starts_with("/dev/")) {
-        return Err(ModuleError::new(format!(
-            "user_disks: {bad:?} is not a device path; write it like /dev/sdb or /dev/nvme1n1"
-        )));
-    }
-    let timeout = crate::shared::options::wait_seconds(p, "timeout", 600)?;
-    let kubernetes_node = if p.bool("delete_kubernetes_node") {
-        KubernetesNode::Delete
-    } else {
-        KubernetesNode::Keep
-    };
-    if kubernetes_node == KubernetesNode::Delete && !p.bool("wait") {
-        return Err(ModuleError::new(
-            "delete_kubernetes_node needs wait: true: the Node can only go once the machine has \
-             left (a running kubelet registers it again); remove wait: false",
-        ));
-    }
-    if kubernetes_node == KubernetesNode::Delete
-        && matches!(wipe, Wipe::UserDisks | Wipe::Ephemeral)
-    {
-        return Err(ModuleError::new(
-            "delete_kubernetes_node is for a node that leaves the cluster, and wipe=user_disks or \
-             wipe=ephemeral keeps its config (its kubelet registers the Node again); remove \
-             delete_kubernetes_node",
-        ));
-    }
-    Ok(Plan {
-        wipe,
-        user_disks,
-        graceful: p.bool("graceful"),
-        reboot: p.bool("reboot"),
-        wait: p.bool("wait"),
-        timeout,
-        kubernetes_node,
-    })
 }
 
 async fn reset(
@@ -285,15 +210,7 @@ async fn reset(
         .await
         .or_fail()?;
     if mode == NodeMode::Maintenance {
-        if plan.wipe == Wipe::Maintenance {
-            return Ok(base.msg(format!("{node} is already in maintenance mode")));
-        }
-        return Err(ModuleError::new(format!(
-            "node {node} is in maintenance mode, where Talos refuses Reset (it needs the admin \
-             API); to wipe {}, apply a config first, or boot the machine from installation media",
-            plan.wiped().join(", ")
-        ))
-        .with("node", node));
+        return in_maintenance(base, &node, &plan);
     }
     let creds = creds.ok_or_else(|| {
         ModuleError::new(format!(
@@ -309,51 +226,22 @@ async fn reset(
         .await
         .or_fail()?;
     if plan.graceful {
-        node_removal::etcd_guard(&client, &node).await.map_err(|why| {
-            ModuleError::new(format!(
-                "not resetting {node}: a graceful reset leaves etcd before it wipes anything, and {why}; \
-                 Talos would fail the reset there with the node drained, then reboot it; bring the \
-                 unhealthy members back first, or set graceful: false to reset it without leaving \
-                 etcd (then remove its member with ferro.talos.talos_etcd_member); nothing was changed"
-            ))
-            .with("node", node.clone())
-        })?;
+        refuse_unless_etcd_can_lose_it(&client, &node).await?;
     }
     let kube_node = match plan.kubernetes_node {
         KubernetesNode::Keep => None,
-        KubernetesNode::Delete => node_removal::find(&client, &node, kube_creds)
-            .await
-            .map_err(|why| ModuleError::new(why).with("node", node.clone()))?,
+        KubernetesNode::Delete => find_kubernetes_node(&client, &node, kube_creds).await?,
     };
-    if let Some(k) = &kube_node {
-        let exists = k
-            .exists()
-            .await
-            .map_err(|why| ModuleError::new(why).with("node", node.clone()))?;
+    if let Some((k, existed)) = &kube_node {
         result = result.with(
             "kubernetes_node",
-            json!({"name": k.name, "deleted": false, "existed": exists}),
+            json!({"name": k.name, "deleted": false, "existed": existed}),
         );
     }
-    // Only the config's own addresses go with it; kernel arguments and platform ones stay.
-    let static_address = match plan.wipe {
-        Wipe::Maintenance | Wipe::SystemDisk => match live_config::read(&client).await {
-            Ok(config) => static_address_of(&config, connection::host_of(&node)),
-            // Not knowing changes nothing about the reset; the wait then looks at the old address.
-            Err(_) => None,
-        },
-        Wipe::UserDisks | Wipe::Ephemeral => None,
-    };
+    let kube_node = kube_node.map(|(k, _)| k);
+    let static_address = address_the_wipe_takes(&client, &node, plan.wipe).await;
     if let Some(s) = &static_address {
-        ctx.warn(format!(
-            "{node}: its address {} is set in its machine config ({}); the reset wipes that config \
-             with STATE, and a node without a config takes its addresses from DHCP on every link, \
-             so it comes back in maintenance mode most likely on another address: find it on the \
-             machine's console (the Talos dashboard shows it) or in your DHCP server's leases (by \
-             the machine's MAC address), then apply its config there (ferro.talos.talos_apply \
-             with node set to that address)",
-            s.address, s.source
-        ));
+        ctx.warn(new_address_warning(&node, s));
         result = result.with(
             "static_address",
             json!({"address": s.address, "source": s.source}),
@@ -366,119 +254,279 @@ async fn reset(
             .unwrap_or_default();
         return Ok(result.msg(format!("would {}{node_words}", plan.summary(&node))));
     }
-    let old_boot_id = client.boot_id().await.unwrap_or(None);
-    let actor_id = client.reset(plan.request()).await.or_fail()?;
+    let (actor_id, old_boot_id) = start_reset(ctx, &client, &plan, &node).await?;
     result = result.with("actor_id", actor_id.clone());
-    if plan.wipe == Wipe::SystemDisk {
-        ctx.warn(format!(
-            "{node}: its system disk is wiped, bootloader included; it boots again only from \
-             installation media (ISO, PXE): attach it, then apply a config to install Talos"
-        ));
-    }
     if !plan.wait {
         return Ok(result.msg(format!(
             "asked {node} to {}; not waiting",
             plan.summary(&node)
         )));
     }
-    let deadline = Instant::now() + plan.timeout;
-    let waited = async {
+    let awaited = Awaited::after(&plan, static_address.is_some());
+    let waited = wait_for(
+        awaited,
+        target,
+        &creds,
+        &opts,
+        old_boot_id.as_deref(),
+        plan.timeout,
+    );
+    let state = unless_aborted(waited, &client, &actor_id, &node, &plan, awaited).await?;
+    let mut deleted_words = String::new();
+    if let Some(k) = &kube_node {
+        let deleted = delete_kubernetes_node(k, &node, &plan).await?;
+        result = result.with(
+            "kubernetes_node",
+            json!({"name": k.name, "deleted": deleted, "existed": deleted}),
+        );
+        if deleted {
+            deleted_words = format!("; deleted its Kubernetes Node {}", k.name);
+        }
+    }
+    Ok(result.with("state", state.clone()).msg(format!(
+        "reset {node} ({}); {state}{deleted_words}",
+        plan.wiped().join(", ")
+    )))
+}
+
+/// A node in maintenance mode: already where `wipe: maintenance` takes it; any other wipe
+/// needs the admin API, which Talos does not serve there.
+fn in_maintenance(
+    base: ModuleResult,
+    node: &str,
+    plan: &Plan,
+) -> Result<ModuleResult, ModuleError> {
+    if plan.wipe == Wipe::Maintenance {
+        return Ok(base.msg(format!("{node} is already in maintenance mode")));
+    }
+    Err(ModuleError::new(format!(
+        "node {node} is in maintenance mode, where Talos refuses Reset (it needs the admin \
+         API); to wipe {}, apply a config first, or boot the machine from installation media",
+        plan.wiped().join(", ")
+    ))
+    .with("node", node.to_string()))
+}
+
+/// A graceful reset leaves etcd first: refused here, before anything is drained, when etcd
+/// would lose its quorum of healthy members without the node (Talos would fail the reset there).
+async fn refuse_unless_etcd_can_lose_it(
+    client: &TalosClient,
+    node: &str,
+) -> Result<(), ModuleError> {
+    node_removal::etcd_guard(client, node).await.map_err(|why| {
+        ModuleError::new(format!(
+            "not resetting {node}: a graceful reset leaves etcd before it wipes anything, and {why}; \
+             Talos would fail the reset there with the node drained, then reboot it; bring the \
+             unhealthy members back first, or set graceful: false to reset it without leaving \
+             etcd (then remove its member with ferro.talos.talos_etcd_member); nothing was changed"
+        ))
+        .with("node", node.to_string())
+    })
+}
+
+/// The node's Kubernetes Node and whether it exists now, looked up while the node still runs
+/// its config (which names it and the API server); None when the node does not register one.
+async fn find_kubernetes_node(
+    client: &TalosClient,
+    node: &str,
+    kube_creds: &KubeCredentials,
+) -> Result<Option<(KubeNode, bool)>, ModuleError> {
+    let fail = |why: String| ModuleError::new(why).with("node", node.to_string());
+    let Some(k) = node_removal::find(client, node, kube_creds)
+        .await
+        .map_err(fail)?
+    else {
+        return Ok(None);
+    };
+    let exists = k.exists().await.map_err(fail)?;
+    Ok(Some((k, exists)))
+}
+
+/// The node's address when its config sets it and the wipe takes that config (STATE): then it
+/// comes back elsewhere. Only the config's own addresses go with it; kernel arguments and
+/// platform ones stay.
+async fn address_the_wipe_takes(
+    client: &TalosClient,
+    node: &str,
+    wipe: Wipe,
+) -> Option<StaticAddress> {
+    match wipe {
+        Wipe::Maintenance | Wipe::SystemDisk => match live_config::read(client).await {
+            Ok(config) => static_address_of(&config, connection::host_of(node)),
+            // Not knowing changes nothing about the reset; the wait then looks at the old address.
+            Err(_) => None,
+        },
+        Wipe::UserDisks | Wipe::Ephemeral => None,
+    }
+}
+
+/// Where to look for a node whose config set its address, once that config is wiped.
+fn new_address_warning(node: &str, s: &StaticAddress) -> String {
+    format!(
+        "{node}: its address {} is set in its machine config ({}); the reset wipes that config \
+         with STATE, and a node without a config takes its addresses from DHCP on every link, \
+         so it comes back in maintenance mode most likely on another address: find it on the \
+         machine's console (the Talos dashboard shows it) or in your DHCP server's leases (by \
+         the machine's MAC address), then apply its config there (ferro.talos.talos_apply \
+         with node set to that address)",
+        s.address, s.source
+    )
+}
+
+/// What the wait after the reset looks for: what the node does once it is wiped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Awaited {
+    /// Its config set its address and goes with STATE: it leaves the address, and if it comes
+    /// back there at all, it is in maintenance mode.
+    LeftAddress,
+    /// It is back in maintenance mode at its address.
+    Maintenance,
+    /// It is back with its config, on a new boot.
+    WithConfig,
+    /// Powered off, or nothing left to boot: it stops answering.
+    Down,
+}
+
+impl Awaited {
+    fn after(plan: &Plan, static_address: bool) -> Awaited {
         match (plan.reboot, plan.wipe) {
             // The old address is gone with the config: the node is not looked for there.
-            (true, Wipe::Maintenance) if static_address.is_some() => node_power::wait_until(
-                target,
-                Some(&creds),
-                &opts,
-                deadline,
-                Want::DownOrMaintenance,
-            )
-            .await
-            .map(|seen| match seen {
-                Seen::Maintenance => format!(
-                    "it is back in maintenance mode at {} (its DHCP server leased it the same \
-                     address)",
-                    connection::host_of(&node)
-                ),
-                _ => format!(
-                    "it left {}: it boots into maintenance mode on DHCP, at an address this task \
-                     cannot know",
-                    connection::host_of(&node)
-                ),
-            }),
-            (true, Wipe::Maintenance) => {
-                node_power::wait_until(target, Some(&creds), &opts, deadline, Want::Maintenance)
-                    .await
-                    .map(|_| "it is back in maintenance mode".to_string())
-            }
-            (true, Wipe::UserDisks | Wipe::Ephemeral) => wait_for_reboot(
-                &target.endpoint,
-                target.routed().then_some(node.as_str()),
-                &creds,
-                old_boot_id.as_deref(),
-                plan.timeout,
-                Duration::from_millis(500),
-            )
-            .await
-            .map(|_| "it is back with its config".to_string())
-            .map_err(|e| e.message),
-            // Powered off, or nothing left to boot: the outcome is that it stops answering.
-            _ => node_power::wait_until(target, Some(&creds), &opts, deadline, Want::Down)
-                .await
-                .map(|_| "it no longer answers".to_string()),
+            (true, Wipe::Maintenance) if static_address => Awaited::LeftAddress,
+            (true, Wipe::Maintenance) => Awaited::Maintenance,
+            (true, Wipe::UserDisks | Wipe::Ephemeral) => Awaited::WithConfig,
+            _ => Awaited::Down,
         }
-    };
+    }
+
+    /// What did not happen in time, in words.
+    fn missed(self) -> &'static str {
+        match self {
+            Awaited::LeftAddress => "it did not leave its address",
+            Awaited::Maintenance => "it was not back in maintenance mode",
+            Awaited::WithConfig => "it was not back with its config",
+            Awaited::Down => "it did not go down",
+        }
+    }
+}
+
+/// Until the node does what `awaited` says, for up to `timeout`: the state it reached in words,
+/// or the last thing seen.
+async fn wait_for(
+    awaited: Awaited,
+    target: &Target,
+    creds: &Credentials,
+    opts: &ConnectOptions,
+    old_boot_id: Option<&str>,
+    timeout: Duration,
+) -> Result<String, String> {
+    let deadline = Instant::now() + timeout;
+    let host = connection::host_of(&target.node);
+    match awaited {
+        Awaited::LeftAddress => node_power::wait_until(
+            target,
+            Some(creds),
+            opts,
+            deadline,
+            Want::DownOrMaintenance,
+        )
+        .await
+        .map(|seen| match seen {
+            Seen::Maintenance => format!(
+                "it is back in maintenance mode at {host} (its DHCP server leased it the same \
+                 address)"
+            ),
+            _ => format!(
+                "it left {host}: it boots into maintenance mode on DHCP, at an address this task \
+                 cannot know"
+            ),
+        }),
+        Awaited::Maintenance => {
+            node_power::wait_until(target, Some(creds), opts, deadline, Want::Maintenance)
+                .await
+                .map(|_| "it is back in maintenance mode".to_string())
+        }
+        Awaited::WithConfig => wait_for_reboot(
+            &target.endpoint,
+            target.routed().then_some(target.node.as_str()),
+            creds,
+            old_boot_id,
+            timeout,
+            Duration::from_millis(500),
+        )
+        .await
+        .map(|_| "it is back with its config".to_string())
+        .map_err(|e| e.message),
+        Awaited::Down => node_power::wait_until(target, Some(creds), opts, deadline, Want::Down)
+            .await
+            .map(|_| "it no longer answers".to_string()),
+    }
+}
+
+/// Sends the reset: its actor id, and the node's boot id before it (to tell its next boot).
+async fn start_reset(
+    ctx: &mut Context,
+    client: &TalosClient,
+    plan: &Plan,
+    node: &str,
+) -> Result<(String, Option<String>), ModuleError> {
+    let old_boot_id = client.boot_id().await.unwrap_or(None);
+    let actor_id = client.reset(plan.request()).await.or_fail()?;
+    if plan.wipe == Wipe::SystemDisk {
+        ctx.warn(format!(
+            "{node}: its system disk is wiped, bootloader included; it boots again only from \
+             installation media (ISO, PXE): attach it, then apply a config to install Talos"
+        ));
+    }
+    Ok((actor_id, old_boot_id))
+}
+
+/// The state `waited` reached, in words, unless the node first reports that the reset's
+/// sequence failed (it says so before anything else happens to it).
+async fn unless_aborted(
+    waited: impl Future<Output = Result<String, String>>,
+    client: &TalosClient,
+    actor_id: &str,
+    node: &str,
+    plan: &Plan,
+    awaited: Awaited,
+) -> Result<String, ModuleError> {
     tokio::pin!(waited);
-    // A sequence that fails is reported by the node before anything else happens to it.
     let outcome = tokio::select! {
         outcome = &mut waited => outcome,
-        failed = sequence_failure(&client, &actor_id) => {
-            return Err(aborted(&node, &plan, &failed));
+        failed = sequence_failure(client, actor_id) => {
+            return Err(aborted(node, plan, &failed));
         }
     };
-    match outcome {
-        Ok(state) => {
-            let mut deleted_words = String::new();
-            if let Some(k) = &kube_node {
-                let deleted = k.delete().await.map_err(|why| {
-                    ModuleError::new(format!(
-                        "reset {node} ({}), but its Kubernetes Node {} could not be deleted: {why}; \
-                         delete it with kubectl delete node {}",
-                        plan.wiped().join(", "),
-                        k.name,
-                        k.name
-                    ))
-                    .with("node", node.clone())
-                    .changed(true)
-                })?;
-                result = result.with(
-                    "kubernetes_node",
-                    json!({"name": k.name, "deleted": deleted, "existed": deleted}),
-                );
-                if deleted {
-                    deleted_words = format!("; deleted its Kubernetes Node {}", k.name);
-                }
-            }
-            Ok(result.with("state", state.clone()).msg(format!(
-                "reset {node} ({}); {state}{deleted_words}",
-                plan.wiped().join(", ")
-            )))
-        }
-        Err(last) => Err(ModuleError::new(format!(
+    outcome.map_err(|last| {
+        ModuleError::new(format!(
             "reset {node} ({}), but {} within {}s (last: {last}); check its console",
             plan.wiped().join(", "),
-            match (plan.reboot, plan.wipe) {
-                (true, Wipe::Maintenance) if static_address.is_some() => {
-                    "it did not leave its address"
-                }
-                (true, Wipe::Maintenance) => "it was not back in maintenance mode",
-                (true, Wipe::UserDisks | Wipe::Ephemeral) => "it was not back with its config",
-                _ => "it did not go down",
-            },
+            awaited.missed(),
             plan.timeout.as_secs()
         ))
-        .with("node", node.clone())
-        .changed(true)),
-    }
+        .with("node", node.to_string())
+        .changed(true)
+    })
+}
+
+/// Deletes the Node once the machine has left (a running kubelet would register it again):
+/// whether there was one to delete.
+async fn delete_kubernetes_node(
+    k: &KubeNode,
+    node: &str,
+    plan: &Plan,
+) -> Result<bool, ModuleError> {
+    k.delete().await.map_err(|why| {
+        ModuleError::new(format!(
+            "reset {node} ({}), but its Kubernetes Node {} could not be deleted: {why}; \
+             delete it with kubectl delete node {}",
+            plan.wiped().join(", "),
+            k.name,
+            k.name
+        ))
+        .with("node", node.to_string())
+        .changed(true)
+    })
 }
 
 /// Talos stopped the reset: what it said, what it had done by then and what happens next. Any
@@ -633,15 +681,4 @@ mod tests {
         );
         assert_eq!(static_address_of(&dhcp, "10.0.0.5"), None);
     }
-}
-
-// PLACEHOLDER until this module reads typed arguments in args.rs.
-pub struct Args(Params);
-impl Args {
-    pub fn from_params(p: &Params) -> Result<Args, ModuleError> {
-        Ok(Args(p.clone()))
-    }
-}
-pub fn run(ctx: &mut Context, args: Args) -> Result<ModuleResult, ModuleError> {
-    run_params(ctx, &args.0)
 }

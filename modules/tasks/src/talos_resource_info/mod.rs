@@ -21,14 +21,17 @@
 
 use std::time::Duration;
 
-use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Opt, Params, Spec};
+use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Opt, Spec};
 use ferro_talos_client::proto::cosi::resource::Resource;
 use ferro_talos_client::{ErrorKind, NodeMode, TalosClient, probe};
 use serde_json::{Value, json};
 
-use crate::shared::connection::{self, Target, with_connection_options};
+use crate::shared::connection::{self, with_connection_options};
 use crate::shared::failure::{OrFail, client_failure};
 use crate::shared::resource_types::{self, Lookup, ResourceType};
+
+mod args;
+pub use args::Args;
 
 pub fn spec() -> Spec {
     with_connection_options(Spec::new())
@@ -42,22 +45,16 @@ pub fn spec() -> Spec {
 /// every role reads it, in maintenance mode too.
 const DEFINITIONS: (&str, &str) = ("meta", "ResourceDefinitions.meta.cosi.dev");
 
-fn run_params(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
-    let target = Target::from_params_p(p)?;
-    let written = p.str("type").unwrap_or_default().trim().to_string();
-    let given_namespace = p
-        .str("namespace")
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(str::to_string);
-    let id = p
-        .str("id")
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(str::to_string);
-    let (kind, table_namespace) = readable_type(&written, given_namespace.as_deref())?;
-    let creds = connection::credentials_p(ctx, p)?.map(|c| c.0);
-    let opts = connection::connect_options_p(p, Duration::from_secs(30))?;
+pub fn run(ctx: &mut Context, args: Args) -> Result<ModuleResult, ModuleError> {
+    let Args {
+        connection,
+        target,
+        kind,
+        namespace: table_namespace,
+        id,
+    } = args;
+    let creds = connection::credentials(ctx, &connection)?.map(|c| c.0);
+    let opts = connection.connect_options(Duration::from_secs(30));
     connection::block_on(async {
         let client = match &creds {
             Some(creds) => match connection::node_mode(&target, Some(creds), &opts).await {
@@ -439,15 +436,4 @@ mod tests {
         );
         assert!(readable_type("", None).is_err());
     }
-}
-
-// PLACEHOLDER until this module reads typed arguments in args.rs.
-pub struct Args(Params);
-impl Args {
-    pub fn from_params(p: &Params) -> Result<Args, ModuleError> {
-        Ok(Args(p.clone()))
-    }
-}
-pub fn run(ctx: &mut Context, args: Args) -> Result<ModuleResult, ModuleError> {
-    run_params(ctx, &args.0)
 }

@@ -20,13 +20,16 @@
 
 use std::time::{Duration, Instant};
 
-use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Opt, Params, Spec};
+use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Opt, Spec};
 use ferro_talos_client::{SequenceFailure, sequence_failure};
 use serde_json::json;
 
-use crate::shared::connection::{self, Target, with_connection_options};
+use crate::shared::connection::{self, with_connection_options};
 use crate::shared::failure::OrFail;
 use crate::shared::node_power::{self, Reached, Want};
+
+mod args;
+pub use args::Args;
 
 pub fn spec() -> Spec {
     with_connection_options(Spec::new())
@@ -35,13 +38,16 @@ pub fn spec() -> Spec {
         .option(Opt::int("timeout").default(600))
 }
 
-fn run_params(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
-    let target = Target::from_params_p(p)?;
-    let force = p.bool("force");
-    let wait = p.bool("wait");
-    let timeout = crate::shared::options::wait_seconds(p, "timeout", 600)?;
-    let (creds, _) = connection::require_credentials_p(ctx, p)?;
-    let mut opts = connection::connect_options_p(p, Duration::from_secs(30))?;
+pub fn run(ctx: &mut Context, args: Args) -> Result<ModuleResult, ModuleError> {
+    let Args {
+        connection,
+        target,
+        force,
+        wait,
+        timeout,
+    } = args;
+    let (creds, _) = connection::require_credentials(ctx, &connection)?;
+    let mut opts = connection.connect_options(Duration::from_secs(30));
     // The sequence's events are watched for as long as the task waits.
     opts.stream_timeout = timeout + Duration::from_secs(30);
     connection::block_on(async {
@@ -104,24 +110,7 @@ fn run_params(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError
                 .await
                 .map(|s| format!("; Talos reports stage {s}"))
                 .unwrap_or_default();
-            let msg = match &failure {
-                Some(f) => format!(
-                    "{node}: Talos reported that its shutdown sequence failed in {}: {}; it still \
-                     answered after {}s (last: {last}){stage}, although machined powers a node off \
-                     after a failed shutdown: check its console (talosctl -n {node} dmesg)",
-                    phase_words(f),
-                    f.message,
-                    timeout.as_secs()
-                ),
-                None => format!(
-                    "{node} was asked to shut down, but it still answered after {}s (last: \
-                     {last}){stage}; unless force is set Talos drains the node first, retrying for \
-                     up to 5 minutes the evictions a PodDisruptionBudget refuses: raise timeout, \
-                     read talosctl -n {node} dmesg for what it waits on, or set force: true to \
-                     skip its drain",
-                    timeout.as_secs()
-                ),
-            };
+            let msg = still_answering(&node, failure.as_ref(), &last, &stage, timeout);
             return Err(ModuleError::new(msg)
                 .with("node", node.clone())
                 .changed(true));
@@ -131,21 +120,7 @@ fn run_params(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError
         let Some(f) = failure else {
             return Ok(result.msg(format!("shut down {node} {how}; it no longer answers")));
         };
-        let drain_words = if f.failed_phase() == Some("drain") {
-            "; its drain did not finish, so its pods were not evicted first: Talos's drain fails \
-             when the Kubernetes API does not work for the node (its Node not cordoned within a \
-             minute, or its pods not listed); check the cluster (ferro.talos.talos_health) before \
-             the next shutdown, or set force: true to shut down without Talos's drain"
-        } else {
-            ""
-        };
-        ctx.warn(format!(
-            "{node}: Talos reported that its shutdown sequence failed in {}: {}. Talos powers the \
-             machine off all the same after a failed shutdown (machined's fatal-error path), \
-             without stopping its pods and services in order{drain_words}",
-            phase_words(&f),
-            f.message
-        ));
+        ctx.warn(unclean_warning(&node, &f));
         Ok(result.msg(format!(
             "shut down {node}, but not cleanly: its shutdown sequence failed in {} and it went \
              down through machined's fatal-error path; it no longer answers",
@@ -154,21 +129,59 @@ fn run_params(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError
     })?
 }
 
+/// Why a node asked to shut down still answered at the deadline, with what it last said and
+/// what to do.
+fn still_answering(
+    node: &str,
+    failure: Option<&SequenceFailure>,
+    last: &str,
+    stage: &str,
+    timeout: Duration,
+) -> String {
+    match failure {
+        Some(f) => format!(
+            "{node}: Talos reported that its shutdown sequence failed in {}: {}; it still \
+             answered after {}s (last: {last}){stage}, although machined powers a node off \
+             after a failed shutdown: check its console (talosctl -n {node} dmesg)",
+            phase_words(f),
+            f.message,
+            timeout.as_secs()
+        ),
+        None => format!(
+            "{node} was asked to shut down, but it still answered after {}s (last: \
+             {last}){stage}; unless force is set Talos drains the node first, retrying for \
+             up to 5 minutes the evictions a PodDisruptionBudget refuses: raise timeout, \
+             read talosctl -n {node} dmesg for what it waits on, or set force: true to \
+             skip its drain",
+            timeout.as_secs()
+        ),
+    }
+}
+
+/// The warning for a node that went down after its shutdown sequence failed: how, and what its
+/// failed drain means for its pods.
+fn unclean_warning(node: &str, f: &SequenceFailure) -> String {
+    let drain_words = if f.failed_phase() == Some("drain") {
+        "; its drain did not finish, so its pods were not evicted first: Talos's drain fails \
+         when the Kubernetes API does not work for the node (its Node not cordoned within a \
+         minute, or its pods not listed); check the cluster (ferro.talos.talos_health) before \
+         the next shutdown, or set force: true to shut down without Talos's drain"
+    } else {
+        ""
+    };
+    format!(
+        "{node}: Talos reported that its shutdown sequence failed in {}: {}. Talos powers the \
+         machine off all the same after a failed shutdown (machined's fatal-error path), \
+         without stopping its pods and services in order{drain_words}",
+        phase_words(f),
+        f.message
+    )
+}
+
 /// "its drain phase", or "a phase" when the node named none.
 fn phase_words(f: &SequenceFailure) -> String {
     match f.failed_phase() {
         Some(p) => format!("its {p} phase"),
         None => "a phase".into(),
     }
-}
-
-// PLACEHOLDER until this module reads typed arguments in args.rs.
-pub struct Args(Params);
-impl Args {
-    pub fn from_params(p: &Params) -> Result<Args, ModuleError> {
-        Ok(Args(p.clone()))
-    }
-}
-pub fn run(ctx: &mut Context, args: Args) -> Result<ModuleResult, ModuleError> {
-    run_params(ctx, &args.0)
 }

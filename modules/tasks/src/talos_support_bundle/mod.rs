@@ -14,13 +14,18 @@
 use std::io::Write;
 use std::time::Duration;
 
-use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Opt, Params, Spec, Type};
+use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Opt, Spec, Type};
+use ferro_talos_client::proto::cosi::resource::Resource;
 use ferro_talos_client::{Credentials, NodeMode, TalosClient, probe};
 use serde_json::json;
 
 use crate::shared::connection::{self, Target, with_connection_options_for_nodes};
+use crate::shared::etcd_members::{self, Members};
 use crate::shared::files::{SECRET_MODE, write_atomic_with};
 use crate::shared::resource_types;
+
+mod args;
+pub use args::Args;
 
 /// The services whose logs are collected unless `services` says otherwise.
 const DEFAULT_SERVICES: [&str; 6] = [
@@ -71,40 +76,24 @@ struct Entry {
     content: Vec<u8>,
 }
 
-fn run_params(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
-    let dest = p.path("dest").unwrap_or_default();
-    if dest.as_os_str().is_empty() || dest.is_dir() {
-        return Err(ModuleError::new(
-            "dest must be a file path for the bundle, like reports/support.tar.gz",
-        ));
+pub fn run(ctx: &mut Context, args: Args) -> Result<ModuleResult, ModuleError> {
+    let Args {
+        connection,
+        targets,
+        dest,
+        services,
+        tail_lines,
+        timeout,
+    } = args;
+    if dest.is_dir() {
+        return Err(ModuleError::new(args::DEST_NOT_A_FILE));
     }
-    let nodes: Vec<String> = match p.str_list("nodes") {
-        Some(list) => list.into_iter().map(|s| s.trim().to_string()).collect(),
-        None => vec![p.str("node").unwrap_or_default().trim().to_string()],
-    };
-    let targets = nodes
-        .iter()
-        .enumerate()
-        .map(|(i, n)| Target::for_node_p(p, n, &format!("nodes[{i}]")))
-        .collect::<Result<Vec<_>, _>>()?;
-    let tail = p.int("tail_lines").unwrap_or(5000);
-    if tail < 0 {
-        return Err(ModuleError::new(format!(
-            "tail_lines must be 0 or more, got {tail}"
-        )));
-    }
-    let services: Vec<String> = p
-        .str_list("services")
-        .unwrap_or_default()
-        .into_iter()
-        .map(str::to_string)
-        .collect();
-    let timeout = crate::shared::options::wait_seconds(p, "timeout", 120)?;
-    let secrets: Vec<String> = connection::load_bundle_p(ctx, p)?
+    let nodes: Vec<String> = targets.iter().map(|t| t.node.clone()).collect();
+    let secrets: Vec<String> = connection::load_bundle(ctx, &connection.secrets)?
         .map(|b| ferro_talos_secrets::secret_strings(&b))
         .unwrap_or_default();
-    let creds = connection::credentials_p(ctx, p)?.map(|c| c.0);
-    let mut opts = connection::connect_options_p(p, Duration::from_secs(30))?;
+    let creds = connection::credentials(ctx, &connection)?.map(|c| c.0);
+    let mut opts = connection.connect_options(Duration::from_secs(30));
     opts.stream_timeout = timeout;
     let result = ModuleResult::changed()
         .with("dest", dest.display().to_string())
@@ -125,7 +114,7 @@ fn run_params(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError
                 creds.as_ref(),
                 &opts,
                 &services,
-                tail as u32,
+                tail_lines,
                 &mut entries,
                 &mut errors,
             )
@@ -229,26 +218,7 @@ async fn collect(
         }
         Err(e) => errors.push(format!("{node}: services: {e}")),
     }
-    match crate::shared::etcd_members::members_of(&client).await {
-        crate::shared::etcd_members::Members::Present(members) => {
-            let text: String = members
-                .iter()
-                .map(|m| format!("{:016x} {} {}\n", m.id, m.hostname, m.peer_urls.join(",")))
-                .collect();
-            add("etcd-members.txt", text.into_bytes());
-        }
-        // Workers and nodes without etcd have none: worth a line, not an alarm.
-        crate::shared::etcd_members::Members::NotRunning { service } => add(
-            "etcd-members.txt",
-            format!("# no etcd answers ({service})\n").into_bytes(),
-        ),
-        crate::shared::etcd_members::Members::Maintenance => {
-            add("etcd-members.txt", b"# maintenance mode\n".to_vec())
-        }
-        crate::shared::etcd_members::Members::Unknown(why) => {
-            add("etcd-members.txt", format!("# {why}\n").into_bytes())
-        }
-    }
+    add("etcd-members.txt", etcd_members_text(&client).await);
     for (file, namespace, kind) in RESOURCES {
         if !collectable(kind) {
             errors.push(format!(
@@ -257,25 +227,10 @@ async fn collect(
             continue;
         }
         match client.list_resources(namespace, kind).await {
-            Ok(list) => {
-                let text: String = list
-                    .iter()
-                    .map(|r| {
-                        let id = r
-                            .metadata
-                            .as_ref()
-                            .map(|m| m.id.clone())
-                            .unwrap_or_default();
-                        let spec = r
-                            .spec
-                            .as_ref()
-                            .map(|s| s.yaml_spec.clone())
-                            .unwrap_or_default();
-                        format!("---\n# {kind} {namespace}/{id}\n{spec}")
-                    })
-                    .collect();
-                add(&format!("{file}.yaml"), text.into_bytes());
-            }
+            Ok(list) => add(
+                &format!("{file}.yaml"),
+                resources_yaml(&list, namespace, kind),
+            ),
             Err(e) => errors.push(format!("{node}: {kind}: {e}")),
         }
     }
@@ -285,6 +240,43 @@ async fn collect(
             Err(e) => errors.push(format!("{node}: {service} log: {e}")),
         }
     }
+}
+
+/// The etcd members the node lists, one a line, or a comment saying why there are none.
+async fn etcd_members_text(client: &TalosClient) -> Vec<u8> {
+    match etcd_members::members_of(client).await {
+        Members::Present(members) => {
+            let text: String = members
+                .iter()
+                .map(|m| format!("{:016x} {} {}\n", m.id, m.hostname, m.peer_urls.join(",")))
+                .collect();
+            text.into_bytes()
+        }
+        // Workers and nodes without etcd have none: worth a line, not an alarm.
+        Members::NotRunning { service } => format!("# no etcd answers ({service})\n").into_bytes(),
+        Members::Maintenance => b"# maintenance mode\n".to_vec(),
+        Members::Unknown(why) => format!("# {why}\n").into_bytes(),
+    }
+}
+
+/// Resources of one type as a YAML stream, each spec under a comment naming it.
+fn resources_yaml(list: &[Resource], namespace: &str, kind: &str) -> Vec<u8> {
+    list.iter()
+        .map(|r| {
+            let id = r
+                .metadata
+                .as_ref()
+                .map(|m| m.id.clone())
+                .unwrap_or_default();
+            let spec = r
+                .spec
+                .as_ref()
+                .map(|s| s.yaml_spec.clone())
+                .unwrap_or_default();
+            format!("---\n# {kind} {namespace}/{id}\n{spec}")
+        })
+        .collect::<String>()
+        .into_bytes()
 }
 
 async fn connect(
@@ -344,15 +336,4 @@ mod tests {
         assert!(!collectable("NoSuchThings.talos.dev"));
         assert!(collectable("Disks.block.talos.dev"));
     }
-}
-
-// PLACEHOLDER until this module reads typed arguments in args.rs.
-pub struct Args(Params);
-impl Args {
-    pub fn from_params(p: &Params) -> Result<Args, ModuleError> {
-        Ok(Args(p.clone()))
-    }
-}
-pub fn run(ctx: &mut Context, args: Args) -> Result<ModuleResult, ModuleError> {
-    run_params(ctx, &args.0)
 }

@@ -3,34 +3,34 @@
 //! Everything is decided from what the node itself reports (its Version answer and its live
 //! machine config), and every refusal happens before the first call that changes the node.
 //!
-//! Where things are: `request.rs` validates the options; `image.rs` and `schematic.rs` read
+//! Where things are: `args.rs` checks the options; `image.rs` and `schematic.rs` read
 //! installer image references and the schematic a node runs; `version_policy.rs` holds the rules
 //! about which moves Talos and Kubernetes allow; `upgrade_node.rs` is the run against one node
 //! (read, plan, refuse, then preview or do), with `etcd_quorum.rs`, `os.rs` and `kubernetes.rs`
 //! for its parts; `report.rs` is the result being built.
 
+mod args;
 mod etcd_quorum;
 mod image;
 mod kubernetes;
 mod os;
 mod report;
-mod request;
 mod schematic;
 mod upgrade_node;
 mod version_policy;
 
 use std::time::Duration;
 
-use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Opt, Params, Spec};
+use ferro_ansible_protocol::{Context, ModuleError, ModuleResult, Opt, Spec};
 use serde_json::Map;
 
-use crate::shared::connection::{self, Target, with_connection_options};
+use crate::shared::connection::{self, with_connection_options};
 use crate::shared::upgrade_drain::{DEFAULT_DRAIN_TIMEOUT_SECS, KubeCredentials, KubeInputs};
 
+pub use args::{Args, Reboot};
 pub use image::{OsTarget, retag, split_image};
 pub use kubernetes::{Component, KubernetesPlan, kubernetes_components, plan_kubernetes};
 pub use os::{AfterReboot, after_reboot};
-pub use request::{Reboot, Request};
 pub use schematic::{VANILLA_SCHEMATIC, schematic_from_extension_yaml, schematic_of};
 pub use version_policy::{
     InstallerCheck, OsDecision, decide_os, has_lifecycle_api, installer_check, kubernetes_path_ok,
@@ -38,7 +38,7 @@ pub use version_policy::{
 };
 
 use report::Report;
-use upgrade_node::upgrade_node;
+use upgrade_node::{Run, upgrade_node};
 
 /// Default overall timeout, talosctl's `--timeout` for upgrades.
 const DEFAULT_TIMEOUT_SECS: i64 = 1800;
@@ -68,34 +68,30 @@ pub fn spec() -> Spec {
         .required_one_of(&["image", "talos_version", "kubernetes_version"])
 }
 
-fn run_params(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError> {
-    let req = Request::from_params(p)?;
-    let target = Target::from_params_p(p)?;
-    let mut opts = connection::connect_options_p(p, Duration::from_secs(30))?;
+pub fn run(ctx: &mut Context, args: Args) -> Result<ModuleResult, ModuleError> {
+    let mut opts = args.connection.connect_options(Duration::from_secs(30));
     // Pulls and installer runs are streams; they may take as long as the whole upgrade.
-    opts.stream_timeout = req.timeout;
-    let (creds, source) = connection::require_credentials_p(ctx, p)?;
+    opts.stream_timeout = args.timeout;
+    let (creds, source) = connection::require_credentials(ctx, &args.connection)?;
     let mut report = Report {
         fields: Map::new(),
         warnings: Vec::new(),
         changed: false,
     };
-    report.set("node", target.node.clone());
+    report.set("node", args.target.node.clone());
     report.set("credentials", source.describe());
-    let check_mode = ctx.check_mode;
     let kube = KubeInputs {
-        credentials: kube_credentials(ctx, p, &req)?,
-        talosconfig_endpoints: connection::talosconfig_endpoints_p(p, &source),
+        credentials: kube_credentials(ctx, &args)?,
+        talosconfig_endpoints: connection::talosconfig_endpoints(&args.connection, &source),
     };
-    let outcome = connection::block_on(upgrade_node(
-        &target,
-        &creds,
+    let run = Run {
+        args: &args,
+        creds: &creds,
         opts,
-        &req,
-        &kube,
-        check_mode,
-        &mut report,
-    ))?;
+        kube: &kube,
+        check_mode: ctx.check_mode,
+    };
+    let outcome = connection::block_on(upgrade_node(&run, &mut report))?;
     for w in report.warnings.drain(..) {
         ctx.warn(w);
     }
@@ -108,15 +104,11 @@ fn run_params(ctx: &mut Context, p: &Params) -> Result<ModuleResult, ModuleError
 }
 
 /// The Kubernetes credentials a drain uses: `kubeconfig`, else the secrets bundle.
-fn kube_credentials(
-    ctx: &mut Context,
-    p: &Params,
-    req: &Request,
-) -> Result<KubeCredentials, ModuleError> {
-    if req.os.is_none() || !req.drain.enabled {
+fn kube_credentials(ctx: &mut Context, args: &Args) -> Result<KubeCredentials, ModuleError> {
+    if args.os.is_none() || !args.drain.enabled {
         return Ok(KubeCredentials::Unused);
     }
-    KubeCredentials::from_params(ctx, p)
+    KubeCredentials::load(ctx, args.kubeconfig.as_deref(), &args.connection.secrets)
 }
 
 #[cfg(test)]
@@ -135,15 +127,4 @@ mod test_support {
     }
 
     pub const FACTORY: &str = "factory.talos.dev/installer/0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
-}
-
-// PLACEHOLDER until this module reads typed arguments in args.rs.
-pub struct Args(Params);
-impl Args {
-    pub fn from_params(p: &Params) -> Result<Args, ModuleError> {
-        Ok(Args(p.clone()))
-    }
-}
-pub fn run(ctx: &mut Context, args: Args) -> Result<ModuleResult, ModuleError> {
-    run_params(ctx, &args.0)
 }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use ferro_ansible_protocol::ModuleError;
 use ferro_talos_client::proto::common::ContainerdNamespace;
 use ferro_talos_client::{
-    ConnectOptions, Credentials, ErrorKind, RebootMode, SequenceFailure, TalosClient,
+    ConnectOptions, Credentials, ErrorKind, RebootDone, RebootMode, SequenceFailure, TalosClient,
     UpgradeRebootMode, containerd_system, sequence_failure, wait_for_reboot,
 };
 use ferro_talos_config::MachineConfig;
@@ -15,10 +15,10 @@ use semver::Version;
 use serde_json::Value;
 
 use super::POLL_INTERVAL;
+use super::args::{Args, Reboot};
 use super::image::OsTarget;
 use super::kubernetes::kubernetes_components;
 use super::report::Report;
-use super::request::{Reboot, Request};
 use super::schematic::{running_schematic, schematic_of};
 use super::version_policy::{
     InstallerCheck, OsDecision, decide_os, has_lifecycle_api, installer_check,
@@ -62,17 +62,17 @@ pub(super) struct OsPlan<'a> {
     pub(super) reason: String,
 }
 
-/// Whether the node's Talos moves to `req.os` and through which API, decided from the version it
+/// Whether the node's Talos moves to `args.os` and through which API, decided from the version it
 /// runs (`current`), the schematic it reports and its live config; `Err` is the rule that
 /// refuses the move. What the rules allow but is worth a word becomes a warning.
 pub(super) async fn plan_os<'a>(
     client: &TalosClient,
     current: &Version,
     config: &MachineConfig,
-    req: &'a Request,
+    args: &'a Args,
     report: &mut Report,
 ) -> Result<Option<OsPlan<'a>>, String> {
-    let Some(os) = &req.os else {
+    let Some(os) = &args.os else {
         return Ok(None);
     };
     let v1 = config.v1alpha1().unwrap_or(&Value::Null);
@@ -101,7 +101,7 @@ pub(super) async fn plan_os<'a>(
         current,
         current_schematic.as_deref(),
         os,
-        req.allow_downgrade,
+        args.allow_downgrade,
     )?;
     if let OsDecision::Change(_) = &decision
         && let InstallerCheck::Unknown = installer_check(current, &os.version)
@@ -123,7 +123,7 @@ pub(super) async fn plan_os<'a>(
     }
     // talosctl does not check this either, but a kubelet the new Talos does not support
     // is worth a word before the node reboots into it.
-    if req.kubernetes.is_none()
+    if args.kubernetes.is_none()
         && let OsDecision::Change(_) = &decision
         && let Ok(components) = kubernetes_components(config)
         && let Some(kubelet) = components.first()
@@ -134,7 +134,7 @@ pub(super) async fn plan_os<'a>(
             kubelet.version
         ));
     }
-    let api = UpgradeApi::for_node(current, req.stage);
+    let api = UpgradeApi::for_node(current, args.stage);
     report.set("upgrade_path", api.name());
     report.set("os_upgrade", matches!(decision, OsDecision::Change(_)));
     Ok(match decision {
@@ -277,162 +277,235 @@ pub(super) async fn upgrade_os(
     upgrade: OsUpgrade<'_>,
     report: &mut Report,
 ) -> Result<String, ModuleError> {
-    let NodeAccess {
-        target,
-        client,
-        creds,
-    } = *node;
-    let OsUpgrade {
-        from,
-        to,
-        api,
-        stage,
-        reboot,
-        wait,
-        deadline,
-    } = upgrade;
-    let old_boot = client.boot_id().await.map_err(|e| report.client_fail(e))?;
+    let old_boot = node
+        .client
+        .boot_id()
+        .await
+        .map_err(|e| report.client_fail(e))?;
     report.set("boot_id_before", old_boot.clone());
     // The legacy API runs its sequence after answering: its actor id is how a failure shows.
-    let mut legacy_actor = None;
-    if api == UpgradeApi::Lifecycle {
-        let pulled = match client.image_pull(&to.image, containerd_system()).await {
-            Err(e) if e.kind == ErrorKind::Unimplemented => {
-                client
-                    .image_pull_legacy(&to.image, ContainerdNamespace::NsSystem)
-                    .await
-            }
-            other => other.map(|_| ()),
-        };
-        pulled.map_err(|e| match e.kind {
-            ErrorKind::NotFound => {
-                let msg = missing_installer(&target.node, &to.image, from, &e.message);
-                let mut err = report.client_fail(e);
-                err.msg = msg;
-                err
-            }
-            _ => report.client_fail(e),
-        })?;
-        let install = client
-            .lifecycle_upgrade(&to.image, containerd_system())
-            .await
-            .map_err(|e| report.client_fail(e))?;
-        let tail: Vec<String> = install.lines.iter().rev().take(20).rev().cloned().collect();
-        report.set("installer_output", tail.clone());
-        if install.exit_code != 0 {
-            return Err(report.fail(format!(
-                "{}: the installer failed with exit code {} and the node was not rebooted; it still runs v{from}: {}",
-                target.node,
-                install.exit_code,
-                tail.last().map(String::as_str).unwrap_or("no output")
-            )));
+    let legacy_actor = match upgrade.api {
+        UpgradeApi::Lifecycle => {
+            install_and_reboot(node, &upgrade, report).await?;
+            None
         }
-        // The installer wrote the inactive boot slot; the node is changed from here on.
-        report.changed = true;
-        let mode = match reboot {
-            Reboot::Default => RebootMode::Default,
-            Reboot::Powercycle => RebootMode::Powercycle,
-        };
-        client
-            .reboot(mode)
-            .await
-            .map_err(|e| report.client_fail(e))?;
-    } else {
-        let mode = match reboot {
-            Reboot::Default => UpgradeRebootMode::Default,
-            Reboot::Powercycle => UpgradeRebootMode::Powercycle,
-        };
-        let ack = client
-            .upgrade_legacy(&to.image, stage, false, mode)
-            .await
-            .map_err(|e| report.client_fail(e))?;
-        report.changed = true;
-        legacy_actor = Some(ack.actor_id).filter(|a| !a.is_empty());
-    }
-    if !wait {
+        UpgradeApi::Legacy => start_legacy_upgrade(node, &upgrade, report).await?,
+    };
+    if !upgrade.wait {
         return Ok("reboot started, not waiting".into());
     }
-    let node = target.routed().then_some(target.node.as_str());
-    let mut boot = old_boot.clone();
+    let reboots = wait_until_on_target(node, &upgrade, old_boot, legacy_actor, report).await?;
+    verify_schematic(node, upgrade.to, report).await?;
+    Ok(format!(
+        "{} API, verified after {} reboot{}",
+        upgrade.api.name(),
+        reboots,
+        if reboots == 1 { "" } else { "s" }
+    ))
+}
+
+/// The LifecycleService's way: pull the installer, run it, then reboot into what it installed.
+async fn install_and_reboot(
+    node: &NodeAccess<'_>,
+    upgrade: &OsUpgrade<'_>,
+    report: &mut Report,
+) -> Result<(), ModuleError> {
+    pull_installer(node, upgrade, report).await?;
+    run_installer(node, upgrade, report).await?;
+    // The installer wrote the inactive boot slot; the node is changed from here on.
+    report.changed = true;
+    let mode = match upgrade.reboot {
+        Reboot::Default => RebootMode::Default,
+        Reboot::Powercycle => RebootMode::Powercycle,
+    };
+    node.client
+        .reboot(mode)
+        .await
+        .map_err(|e| report.client_fail(e))?;
+    Ok(())
+}
+
+/// The installer image pulled into containerd's system namespace (through the legacy pull on a
+/// node without the ImageService); an image its registry does not have is said in plain words.
+async fn pull_installer(
+    node: &NodeAccess<'_>,
+    upgrade: &OsUpgrade<'_>,
+    report: &Report,
+) -> Result<(), ModuleError> {
+    let (client, image) = (node.client, &upgrade.to.image);
+    let pulled = match client.image_pull(image, containerd_system()).await {
+        Err(e) if e.kind == ErrorKind::Unimplemented => {
+            client
+                .image_pull_legacy(image, ContainerdNamespace::NsSystem)
+                .await
+        }
+        other => other.map(|_| ()),
+    };
+    pulled.map_err(|e| match e.kind {
+        ErrorKind::NotFound => {
+            let msg = missing_installer(&node.target.node, image, upgrade.from, &e.message);
+            let mut err = report.client_fail(e);
+            err.msg = msg;
+            err
+        }
+        _ => report.client_fail(e),
+    })
+}
+
+/// Runs the pulled installer, keeping the last lines of its output in `installer_output`; one
+/// that fails has installed nothing the node boots, so the message says it still runs the old one.
+async fn run_installer(
+    node: &NodeAccess<'_>,
+    upgrade: &OsUpgrade<'_>,
+    report: &mut Report,
+) -> Result<(), ModuleError> {
+    let install = node
+        .client
+        .lifecycle_upgrade(&upgrade.to.image, containerd_system())
+        .await
+        .map_err(|e| report.client_fail(e))?;
+    let tail: Vec<String> = install.lines.iter().rev().take(20).rev().cloned().collect();
+    report.set("installer_output", tail.clone());
+    if install.exit_code != 0 {
+        return Err(report.fail(format!(
+            "{}: the installer failed with exit code {} and the node was not rebooted; it still runs v{}: {}",
+            node.target.node,
+            install.exit_code,
+            upgrade.from,
+            tail.last().map(String::as_str).unwrap_or("no output")
+        )));
+    }
+    Ok(())
+}
+
+/// MachineService's Upgrade: the node pulls, installs and reboots in one sequence it runs after
+/// answering. Returns the sequence's actor id, when the node gives one.
+async fn start_legacy_upgrade(
+    node: &NodeAccess<'_>,
+    upgrade: &OsUpgrade<'_>,
+    report: &mut Report,
+) -> Result<Option<String>, ModuleError> {
+    let mode = match upgrade.reboot {
+        Reboot::Default => UpgradeRebootMode::Default,
+        Reboot::Powercycle => UpgradeRebootMode::Powercycle,
+    };
+    let ack = node
+        .client
+        .upgrade_legacy(&upgrade.to.image, upgrade.stage, false, mode)
+        .await
+        .map_err(|e| report.client_fail(e))?;
+    report.changed = true;
+    Ok(Some(ack.actor_id).filter(|a| !a.is_empty()))
+}
+
+/// Waits through the node's reboots until it runs the target version (a staged upgrade takes
+/// two); returns how many it took. A rollback or another version is the failure.
+async fn wait_until_on_target(
+    node: &NodeAccess<'_>,
+    upgrade: &OsUpgrade<'_>,
+    old_boot: Option<String>,
+    mut legacy_actor: Option<String>,
+    report: &mut Report,
+) -> Result<u32, ModuleError> {
+    let OsUpgrade {
+        from, to, stage, ..
+    } = *upgrade;
+    let mut boot = old_boot;
     let mut reboots = 0;
     loop {
-        let left = deadline
-            .saturating_duration_since(Instant::now())
-            .max(Duration::from_secs(1));
-        let reboot = wait_for_reboot(
-            &target.endpoint,
-            node,
-            creds,
-            boot.as_deref(),
-            left,
-            POLL_INTERVAL,
-        );
-        let back = match legacy_actor.take() {
-            Some(actor) => tokio::select! {
-                back = reboot => back,
-                failed = sequence_failure(client, &actor) => {
-                    return Err(report.fail(legacy_failure(&target.node, to, from, &failed)));
-                }
-            },
-            None => reboot.await,
-        }
-        .map_err(|e| {
-            report.fail(format!(
-                "{}: the upgrade to {} was started but the node did not come back: {e}",
-                target.node,
-                to.tag()
-            ))
-        })?;
+        // Only the first reboot runs the legacy sequence that may fail.
+        let back = next_boot(node, upgrade, boot.as_deref(), legacy_actor.take(), report).await?;
         reboots += 1;
         report.set("boot_id_after", back.boot_id.clone());
         report.set("version_after", back.version_tag.clone());
         match after_reboot(&back.version_tag, from, &to.version, stage, reboots) {
-            AfterReboot::Done => break,
+            AfterReboot::Done => return Ok(reboots),
             AfterReboot::AnotherReboot => boot = back.boot_id,
             AfterReboot::RolledBack => {
                 return Err(report.fail(format!(
                     "{}: the node rebooted but still runs v{from}, not the target {}: the new version did not \
                      boot and Talos rolled back to the previous one; check the node's console and logs",
-                    target.node,
+                    node.target.node,
                     to.tag()
                 )));
             }
             AfterReboot::Unexpected => {
                 return Err(report.fail(format!(
                     "{}: the node came back running {:?}, expected {}",
-                    target.node,
+                    node.target.node,
                     back.version_tag,
                     to.tag()
                 )));
             }
         }
     }
-    // A schematic change keeps the version: the schematic the node reports (when it does)
-    // is the only evidence that the new image booted.
-    if let Some(want) = schematic_of(&to.image) {
-        let fresh = ConnectOptions {
-            read_retries: 3,
-            ..client.options().clone()
-        };
-        if let Ok(c) = connection::connect(target, creds, fresh).await
-            && let Some(now) = running_schematic(&c).await
-        {
-            report.set("schematic_after", now.clone());
-            if now != want {
-                return Err(report.fail(format!(
-                    "{}: the node rebooted into v{} but reports schematic {now}, not the target's {want}: the new \
-                     image did not boot and Talos rolled back; check the node's console and logs",
-                    target.node, to.version
-                )));
+}
+
+/// The node's next boot, one other than `boot`, by the deadline. While the legacy sequence of
+/// `legacy_actor` runs, its failure ends the wait with what it had done.
+async fn next_boot(
+    node: &NodeAccess<'_>,
+    upgrade: &OsUpgrade<'_>,
+    boot: Option<&str>,
+    legacy_actor: Option<String>,
+    report: &Report,
+) -> Result<RebootDone, ModuleError> {
+    let NodeAccess {
+        target,
+        client,
+        creds,
+    } = *node;
+    let left = upgrade
+        .deadline
+        .saturating_duration_since(Instant::now())
+        .max(Duration::from_secs(1));
+    let routed = target.routed().then_some(target.node.as_str());
+    let reboot = wait_for_reboot(&target.endpoint, routed, creds, boot, left, POLL_INTERVAL);
+    match legacy_actor {
+        Some(actor) => tokio::select! {
+            back = reboot => back,
+            failed = sequence_failure(client, &actor) => {
+                return Err(report.fail(legacy_failure(&target.node, upgrade.to, upgrade.from, &failed)));
             }
+        },
+        None => reboot.await,
+    }
+    .map_err(|e| {
+        report.fail(format!(
+            "{}: the upgrade to {} was started but the node did not come back: {e}",
+            target.node,
+            upgrade.to.tag()
+        ))
+    })
+}
+
+/// A schematic change keeps the version: the schematic the node reports (when it does) is the
+/// only evidence that the new image booted. A node that does not say is taken at its version.
+async fn verify_schematic(
+    node: &NodeAccess<'_>,
+    to: &OsTarget,
+    report: &mut Report,
+) -> Result<(), ModuleError> {
+    let Some(want) = schematic_of(&to.image) else {
+        return Ok(());
+    };
+    let fresh = ConnectOptions {
+        read_retries: 3,
+        ..node.client.options().clone()
+    };
+    if let Ok(c) = connection::connect(node.target, node.creds, fresh).await
+        && let Some(now) = running_schematic(&c).await
+    {
+        report.set("schematic_after", now.clone());
+        if now != want {
+            return Err(report.fail(format!(
+                "{}: the node rebooted into v{} but reports schematic {now}, not the target's {want}: the new \
+                 image did not boot and Talos rolled back; check the node's console and logs",
+                node.target.node, to.version
+            )));
         }
     }
-    Ok(format!(
-        "{} API, verified after {} reboot{}",
-        api.name(),
-        reboots,
-        if reboots == 1 { "" } else { "s" }
-    ))
+    Ok(())
 }
 
 /// What a node's version after a reboot means.

@@ -7,7 +7,7 @@ use ferro_talos_config::contract::Contract;
 use ferro_talos_config::generate::{EndpointUrl, MachineType, endpoint_url};
 use serde_json::Value;
 
-use super::{non_empty, option_error, strings};
+use super::{non_empty, option_error};
 use crate::shared::config_shape::OldShape;
 use crate::shared::node_settings::NodeSettings;
 
@@ -184,6 +184,15 @@ fn generate(p: &Params, machine_type: &str) -> Result<Generate, ModuleError> {
         local_api_server_port,
         registry_mirrors,
     })
+}
+
+/// A list of strings option (empty when unset).
+pub(crate) fn strings(p: &Params, name: &str) -> Vec<String> {
+    p.str_list(name)
+        .unwrap_or_default()
+        .into_iter()
+        .map(str::to_string)
+        .collect()
 }
 
 /// `v1.13.9` or `1.13.9-rc.0` (a release), not just the contract `v1.13`.

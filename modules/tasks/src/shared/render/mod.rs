@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use ferro_ansible_protocol::{Context, ModuleError, Opt, Params, Spec, Type};
+use ferro_ansible_protocol::{Context, ModuleError, Opt, Spec, Type};
 use ferro_talos_config::contract::Contract;
 use ferro_talos_config::generate::{
     GenerateOptions, KUBERNETES_API_PORT, MachineType, installer_for_release,
@@ -22,6 +22,7 @@ use crate::shared::files::read_file_or_content;
 use crate::shared::node_settings;
 
 mod args;
+pub(crate) use args::strings;
 pub use args::{Generate, InstallImage, RenderArgs, Source, contract};
 
 /// The options that decide a rendered config, shared by `talos_config` (top-level options) and
@@ -265,14 +266,6 @@ fn load_patches(given: &[Value]) -> Result<Vec<LabelledPatch>, ModuleError> {
         }
     }
     Ok(out)
-}
-
-pub(crate) fn strings(p: &Params, name: &str) -> Vec<String> {
-    p.str_list(name)
-        .unwrap_or_default()
-        .into_iter()
-        .map(str::to_string)
-        .collect()
 }
 
 /// A node installs from `image` only if its registry has it: the stock installer of a release
