@@ -1,6 +1,6 @@
 //! What each ferro.talos module does.
 //!
-//! One file per Ansible module, each exposing its argument spec and a `run` function, listed once
+//! One folder per Ansible module (`mod.rs`: its argument spec and `run`; `args.rs`: its typed `Args`), listed once
 //! in [`catalog::MODULES`]; the program only calls these. This crate decides changed/check/diff behaviour and writes files
 //! (atomically, 0600); it never prints: the protocol crate owns stdout.
 

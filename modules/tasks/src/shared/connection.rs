@@ -92,6 +92,22 @@ impl std::fmt::Debug for SecretsSource {
     }
 }
 
+impl SecretsSource {
+    /// `secrets`, else `secrets_file` with the action plugin's decrypted copy of a vaulted file.
+    pub fn from_params(p: &Params) -> SecretsSource {
+        if let Some(dict) = p.dict("secrets") {
+            SecretsSource::Inline(dict.clone())
+        } else if let Some(path) = p.path("secrets_file") {
+            SecretsSource::File {
+                path,
+                decrypted: p.dict(SECRETS_FILE_DECRYPTED).cloned(),
+            }
+        } else {
+            SecretsSource::None
+        }
+    }
+}
+
 impl ConnectionArgs {
     /// The options [`with_connection_options`] adds, checked.
     pub fn from_params(p: &Params) -> Result<ConnectionArgs, ModuleError> {
@@ -101,16 +117,7 @@ impl ConnectionArgs {
                 "connect_timeout must be between 1 and 600 seconds, got {connect}"
             )));
         }
-        let secrets = if let Some(dict) = p.dict("secrets") {
-            SecretsSource::Inline(dict.clone())
-        } else if let Some(path) = p.path("secrets_file") {
-            SecretsSource::File {
-                path,
-                decrypted: p.dict(SECRETS_FILE_DECRYPTED).cloned(),
-            }
-        } else {
-            SecretsSource::None
-        };
+        let secrets = SecretsSource::from_params(p);
         Ok(ConnectionArgs {
             endpoint: p
                 .str("endpoint")

@@ -39,3 +39,12 @@ pub(crate) fn params(spec: ferro_ansible_protocol::Spec, args: serde_json::Value
     spec.validate("test", &args)
         .unwrap_or_else(|e| panic!("the test's arguments do not fit the spec: {}", e.msg()))
 }
+
+/// `base` with the keys of `extra` set over it: a test's usual arguments and what one case changes.
+#[cfg(test)]
+pub(crate) fn merged(mut base: serde_json::Value, extra: serde_json::Value) -> serde_json::Value {
+    if let (Some(base), serde_json::Value::Object(extra)) = (base.as_object_mut(), extra) {
+        base.extend(extra);
+    }
+    base
+}

@@ -96,25 +96,20 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
-    use crate::shared::options::params;
+    use crate::shared::options::{merged, params};
 
     fn args(extra: Value) -> Result<Args, ModuleError> {
-        let mut given = json!({"node": "10.5.0.2"});
-        given
-            .as_object_mut()
-            .unwrap()
-            .extend(extra.as_object().unwrap().clone());
+        let given = merged(json!({"node": "10.5.0.2"}), extra);
         Args::from_params(&params(super::super::spec(), given))
     }
 
     fn render(extra: Value) -> Value {
-        let mut options = json!({
-            "machine_type": "worker", "cluster_name": "c", "cluster_endpoint": "10.5.0.1",
-        });
-        options
-            .as_object_mut()
-            .unwrap()
-            .extend(extra.as_object().unwrap().clone());
+        let options = merged(
+            json!({
+                "machine_type": "worker", "cluster_name": "c", "cluster_endpoint": "10.5.0.1",
+            }),
+            extra,
+        );
         json!({ "render": options })
     }
 

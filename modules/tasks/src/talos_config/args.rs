@@ -7,7 +7,7 @@ use ferro_ansible_protocol::{ModuleError, Params};
 use ferro_talos_config::contract::Contract;
 
 use super::FROM_CONFIG;
-use crate::shared::connection::{SECRETS_FILE_DECRYPTED, SecretsSource};
+use crate::shared::connection::SecretsSource;
 use crate::shared::render::{self, RenderArgs, strings};
 
 pub struct Args {
@@ -49,16 +49,7 @@ pub struct TalosconfigArgs {
 impl Args {
     pub fn from_params(p: &Params) -> Result<Args, ModuleError> {
         let (contract, contract_reason) = render::contract(p)?;
-        let secrets = if let Some(dict) = p.dict("secrets") {
-            SecretsSource::Inline(dict.clone())
-        } else if let Some(path) = p.path("secrets_file") {
-            SecretsSource::File {
-                path,
-                decrypted: p.dict(SECRETS_FILE_DECRYPTED).cloned(),
-            }
-        } else {
-            SecretsSource::None
-        };
+        let secrets = SecretsSource::from_params(p);
         let missing_secrets = match p.path(FROM_CONFIG) {
             Some(from) => MissingSecrets::DeriveFrom(from),
             None if p.bool("generate_secrets") => MissingSecrets::Generate,

@@ -42,14 +42,10 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::shared::options::params;
+    use crate::shared::options::{merged, params};
 
     fn args(extra: serde_json::Value) -> Result<Args, ModuleError> {
-        let mut given = json!({"node": "10.5.0.2", "member": " cp-3 "});
-        given
-            .as_object_mut()
-            .unwrap()
-            .extend(extra.as_object().unwrap().clone());
+        let given = merged(json!({"node": "10.5.0.2", "member": " cp-3 "}), extra);
         Args::from_params(&params(super::super::spec(), given))
     }
 

@@ -73,17 +73,16 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::shared::options::params;
+    use crate::shared::options::{merged, params};
 
     fn args(extra: serde_json::Value) -> Result<Args, ModuleError> {
-        let mut given = json!({
-            "node": "10.5.0.2", "kubernetes_version": "v1.36.3",
-            "control_plane_nodes": ["10.5.0.2", " 10.5.0.3 "],
-        });
-        given
-            .as_object_mut()
-            .unwrap()
-            .extend(extra.as_object().unwrap().clone());
+        let given = merged(
+            json!({
+                "node": "10.5.0.2", "kubernetes_version": "v1.36.3",
+                "control_plane_nodes": ["10.5.0.2", " 10.5.0.3 "],
+            }),
+            extra,
+        );
         Args::from_params(&params(super::super::spec(), given))
     }
 
